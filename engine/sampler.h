@@ -1,0 +1,120 @@
+#ifndef LINSERVE_ENGINE_SAMPLER_H_
+#define LINSERVE_ENGINE_SAMPLER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace linserve {
+
+// Per-request sampling options (DESIGN.md section 2, "Sampling").
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 => greedy (argmax, ties -> lowest id)
+  int32_t top_k = 0;                // 0 => off
+  float top_p = 1.0f;               // 1 => off; keep the smallest set whose probability >= top_p
+  float min_p = 0.0f;               // 0 => off; drop tokens with p < min_p * p_max
+  float repetition_penalty = 1.0f;  // CTRL/HF: logit>0 ? logit/r : logit*r, tokens in history
+  float presence_penalty = 0.0f;    // OpenAI style: subtract once if token appeared
+  float frequency_penalty = 0.0f;   // subtract count * penalty
+  uint64_t seed = 0;
+  int32_t max_new_tokens = 256;
+  std::vector<std::string> stop;  // stop sequences, matched on bytes
+  bool ignore_eos = false;
+};
+
+// Server-wide bounds that ValidateSamplingParams checks requests against.
+struct SamplingLimits {
+  int32_t max_new_tokens_cap = 4096;
+  int32_t max_stop_sequences = 8;
+  int32_t max_stop_bytes = 256;  // per stop sequence
+  int32_t vocab_size = 258;      // top_k's upper bound
+};
+
+// InvalidArgument naming the field and its bound, e.g.
+// "top_p = 1.5 is outside (0, 1]". NaN and infinities are out of every range.
+absl::Status ValidateSamplingParams(const SamplingParams& params, const SamplingLimits& limits);
+
+// Repetition, then frequency and presence penalties, in place, for every
+// distinct token of `history` inside the vocabulary (ids outside it are
+// ignored). For a token seen c > 0 times:
+//   logit = logit > 0 ? logit / r : logit * r;  logit -= c * frequency;  logit -= presence.
+// A pure function of its arguments; Sampler::Sample runs exactly this step.
+void ApplyPenalties(const SamplingParams& params, absl::Span<const int64_t> history,
+                    absl::Span<float> logits);
+
+// The whole random state of a Sampler: draw n (0-based) is a pure function of
+// (seed, n), so saving these two numbers and restoring them continues the
+// token stream bit-exactly.
+struct SamplerRngState {
+  uint64_t seed = 0;
+  uint64_t draws = 0;  // uniform draws made so far: one per Sample call
+};
+
+// The uniform double in [0, 1) that draw number `draw` of `seed` yields.
+double UniformDraw(uint64_t seed, uint64_t draw);
+
+// One token of the distribution a Sampler draws from.
+struct TokenProbability {
+  int64_t token;
+  double probability;
+};
+
+// Turns one step's logits into a token: penalties -> temperature -> top_k ->
+// top_p -> min_p -> sample (the order of Hugging Face and vLLM). The result
+// depends only on the params, the RNG state and the arguments, never on other
+// sessions. Not thread-safe: one session's sampler is used by one thread.
+class Sampler {
+ public:
+  // `params` should have passed ValidateSamplingParams.
+  explicit Sampler(SamplingParams params);
+
+  // `logits` has one entry per vocabulary id. `history` is what the penalties
+  // look at: the request's prompt tokens followed by the tokens generated so
+  // far (as Hugging Face does with input_ids). Every call consumes exactly one
+  // draw, greedy included, so rng_state().draws counts the tokens sampled.
+  // The result never has zero probability under the filtered distribution:
+  // -inf and NaN logits are never chosen while another id is. Should every
+  // logit be -inf or NaN there is no distribution, and id 0 is returned.
+  int64_t Sample(absl::Span<const float> logits, absl::Span<const int64_t> history);
+
+  // The filtered, normalised distribution Sample would draw from, most
+  // probable first (ties: lowest id first). Consumes no draw.
+  std::vector<TokenProbability> Probabilities(absl::Span<const float> logits,
+                                              absl::Span<const int64_t> history);
+
+  SamplerRngState rng_state() const { return {params_.seed, draws_}; }
+  // Continues the stream of the sampler the state was taken from; the seed
+  // replaces params().seed.
+  void set_rng_state(const SamplerRngState& state);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  // A surviving token and its unnormalised probability.
+  struct Candidate {
+    double weight;
+    int32_t id;
+  };
+
+  // Fills candidates_ with the filtered distribution (unnormalised weights).
+  void BuildCandidates(absl::Span<const float> logits, absl::Span<const int64_t> history);
+  void SortCandidates();
+  void KeepTopK();
+  void KeepTopP();
+  void KeepMinP();
+
+  SamplingParams params_;
+  uint64_t draws_ = 0;
+  // Scratch reused across calls, so that a warm step allocates nothing.
+  std::vector<float> logits_;
+  std::vector<int32_t> counts_;
+  std::vector<Candidate> candidates_;
+  bool sorted_ = false;  // candidates_ is in descending weight order
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_SAMPLER_H_

@@ -1,0 +1,54 @@
+#include "engine/tokenizer.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace linserve {
+namespace {
+
+TEST(TokenizerTest, EncodesEveryByteAsItsValue) {
+  Tokenizer tokenizer{ModelConfig()};
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
+  const std::vector<int64_t> ids = tokenizer.Encode(all_bytes, /*add_bos=*/false);
+  ASSERT_EQ(ids.size(), 256u);
+  for (int b = 0; b < 256; ++b) {
+    EXPECT_EQ(ids[b], b);
+    EXPECT_EQ(tokenizer.TokenBytes(b), all_bytes.substr(b, 1));
+    EXPECT_FALSE(tokenizer.IsSpecial(b));
+  }
+  EXPECT_EQ(tokenizer.Decode(ids), all_bytes);
+}
+
+TEST(TokenizerTest, BosComesFromTheConfig) {
+  ModelConfig config;
+  config.vocab_size = 300;
+  config.bos_id = 299;
+  config.eos_id = 256;
+  Tokenizer tokenizer(config);
+  EXPECT_EQ(tokenizer.Encode("hé", /*add_bos=*/true), (std::vector<int64_t>{299, 'h', 0xC3, 0xA9}));
+  EXPECT_EQ(tokenizer.Encode("", /*add_bos=*/true), (std::vector<int64_t>{299}));
+  EXPECT_TRUE(tokenizer.Encode("", /*add_bos=*/false).empty());
+  EXPECT_EQ(tokenizer.bos_id(), 299);
+  EXPECT_EQ(tokenizer.eos_id(), 256);
+  EXPECT_EQ(tokenizer.vocab_size(), 300);
+}
+
+TEST(TokenizerTest, SpecialAndOutOfRangeTokensCarryNoBytes) {
+  Tokenizer tokenizer{ModelConfig()};
+  struct Case {
+    int64_t token;
+    bool special;
+  };
+  const Case cases[] = {{256, true}, {257, true}, {258, false}, {-1, false}, {1 << 20, false}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(tokenizer.IsSpecial(c.token), c.special) << c.token;
+    EXPECT_EQ(tokenizer.TokenBytes(c.token), "") << c.token;
+  }
+  EXPECT_EQ(tokenizer.Decode({256, 'o', 257, 'k', -3, 258}), "ok");
+}
+
+}  // namespace
+}  // namespace linserve
