@@ -1,0 +1,94 @@
+#include "engine/attention.h"
+
+#include <torch/torch.h>
+
+#include "engine/kernels.h"
+
+namespace linserve {
+
+std::unique_ptr<AttentionKernel> MakeAttentionKernel(const ModelConfig& config,
+                                                     const AttentionParams& params) {
+  switch (config.attention.kind) {
+    case AttentionKind::kSoftmax:
+      return MakeSoftmaxKernel(config);
+    case AttentionKind::kVq:
+      return MakeVqKernel(config, params);
+    case AttentionKind::kCompressed:
+      return MakeCompressedKernel(config);
+    default:
+      return MakeLinearKernel(config);
+  }
+}
+
+torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight) {
+  // A one-row product through sgemm repacks the whole weight on every call;
+  // a matrix-vector product reads it once.
+  if (x.numel() == x.size(-1)) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return torch::mv(weight, x.reshape({x.size(-1)})).view(shape);
+  }
+  return torch::matmul(x, weight.t());
+}
+
+AttentionImpl::AttentionImpl(const ModelConfig& config) : config_(config) {
+  const int64_t heads = config.n_heads, head_dim = config.head_dim, d_model = config.d_model;
+  qkv = register_module(
+      "qkv", torch::nn::Linear(torch::nn::LinearOptions(d_model, 3 * heads * head_dim).bias(false)));
+  out = register_module(
+      "out", torch::nn::Linear(torch::nn::LinearOptions(heads * head_dim, d_model).bias(false)));
+  AttentionParams params;
+  if (config.attention.kind == AttentionKind::kVq) {
+    codebook = register_parameter(
+        "codebook", torch::randn({heads, config.attention.codebook_size, head_dim}));
+    window_bias = register_parameter("window_bias", torch::zeros({heads, config.attention.window}));
+    params = {codebook, window_bias};
+  }
+  if (config.attention.kind == AttentionKind::kCompressed) {
+    slot_proj = register_module(
+        "slot_proj",
+        torch::nn::Linear(torch::nn::LinearOptions(d_model, heads * config.attention.slots).bias(false)));
+  }
+  kernel_ = MakeAttentionKernel(config, params);
+}
+
+AttentionInputs AttentionImpl::Project(const torch::Tensor& x) const {
+  const int64_t batch = x.size(0), t = x.size(1);
+  const int64_t heads = config_.n_heads, head_dim = config_.head_dim;
+  // (B, T, 3, H, d) -> three (B, H, T, d)
+  torch::Tensor fused = LinearNoBias(x, qkv->weight).view({batch, t, 3, heads, head_dim});
+  AttentionInputs in;
+  in.q = fused.select(2, 0).transpose(1, 2);
+  in.k = fused.select(2, 1).transpose(1, 2);
+  in.v = fused.select(2, 2).transpose(1, 2);
+  if (slot_proj) {
+    in.slot_logits = LinearNoBias(x, slot_proj->weight)
+                         .view({batch, t, heads, config_.attention.slots})
+                         .transpose(1, 2);  // (B, H, T, m)
+  }
+  return in;
+}
+
+namespace {
+// (B, H, T, d) -> (B, T, H d)
+torch::Tensor MergeHeads(const torch::Tensor& x) {
+  return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
+}
+}  // namespace
+
+torch::Tensor AttentionImpl::ForwardReference(const torch::Tensor& x) {
+  return LinearNoBias(MergeHeads(kernel_->Reference(Project(x))), out->weight);
+}
+
+torch::Tensor AttentionImpl::ForwardChunked(const torch::Tensor& x, int64_t start,
+                                            LayerState& state) {
+  return LinearNoBias(MergeHeads(kernel_->Chunked(Project(x), start, state)), out->weight);
+}
+
+torch::Tensor AttentionImpl::ForwardStep(const torch::Tensor& x, const torch::Tensor& positions,
+                                         LayerState& state) {
+  torch::Tensor y = kernel_->Step(Project(x.unsqueeze(1)), positions, state);  // (B, H, 1, d)
+  return LinearNoBias(MergeHeads(y).squeeze(1), out->weight);
+}
+
+}  // namespace linserve

@@ -1,0 +1,141 @@
+// compressed: m memory slots per head pool the keys and values they are fed,
+// k̄_s = sum_j e^{w_js} k_j / sum_j e^{w_js} (v̄_s likewise, j <= i), with slot
+// weights w_j = W_c x_j learned per position; each query then attends over the
+// slots: o_i = sum_s softmax_s(s q_i . k̄_s) v̄_s. The state is the three
+// weighted sums per slot, kept relative to a running max of w per slot.
+
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "engine/attention_kernel.h"
+#include "engine/kernel_util.h"
+#include "engine/kernels.h"
+
+namespace linserve {
+namespace {
+
+class CompressedKernel : public AttentionKernel {
+ public:
+  explicit CompressedKernel(const ModelConfig& config)
+      : config_(config.attention),
+        heads_(config.n_heads),
+        head_dim_(config.head_dim),
+        slots_(config.attention.slots) {}
+
+  std::vector<StateTensorSpec> StateSpec() const override {
+    return {{"sum_k", {heads_, slots_, head_dim_}, torch::kFloat32},
+            {"sum_v", {heads_, slots_, head_dim_}, torch::kFloat32},
+            {"sum_w", {heads_, slots_}, torch::kFloat32},
+            {"max_w", {heads_, slots_}, torch::kFloat32}};
+  }
+
+  LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
+    return {torch::zeros({batch, heads_, slots_, head_dim_}, options),
+            torch::zeros({batch, heads_, slots_, head_dim_}, options),
+            torch::zeros({batch, heads_, slots_}, options),
+            torch::full({batch, heads_, slots_}, kRunningMaxFloor, options)};
+  }
+
+  torch::Tensor Reference(const AttentionInputs& in) const override {
+    const int64_t t = in.q.size(2);
+    torch::Tensor w = in.slot_logits.permute({0, 1, 3, 2});            // (B, H, m, T)
+    torch::Tensor running_max = std::get<0>(torch::cummax(w, -1));     // (B, H, m, T)
+    // weights[i][j] = e^{w_j - M_i} for j <= i.
+    torch::Tensor weights = torch::exp(
+        (w.unsqueeze(-2) - running_max.unsqueeze(-1))
+            .masked_fill(CausalMask(t, t, 0, w.device()).logical_not(),
+                         -std::numeric_limits<float>::infinity()));  // (B, H, m, T, T)
+    torch::Tensor total = weights.sum(-1).unsqueeze(-1) + kAttentionEps;   // (B, H, m, T, 1)
+    torch::Tensor pooled_k = torch::matmul(weights, in.k.unsqueeze(2)) / total;  // (B, H, m, T, d)
+    torch::Tensor pooled_v = torch::matmul(weights, in.v.unsqueeze(2)) / total;
+    return AttendSlots(in.q, pooled_k, pooled_v, PositionRange(0, t, in.q.device()).view({t, 1}));
+  }
+
+  torch::Tensor Chunked(const AttentionInputs& in, int64_t start,
+                        LayerState& state) const override {
+    const int64_t t = in.q.size(2);
+    std::vector<torch::Tensor> outputs;
+    for (int64_t t0 = 0; t0 < t; t0 += config_.chunk_size) {
+      const int64_t len = std::min(config_.chunk_size, t - t0);
+      outputs.push_back(ChunkStep(in.q.narrow(2, t0, len), in.k.narrow(2, t0, len),
+                                  in.v.narrow(2, t0, len), in.slot_logits.narrow(2, t0, len),
+                                  start + t0, state));
+    }
+    return torch::cat(outputs, 2);
+  }
+
+  torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
+                     LayerState& state) const override {
+    const int64_t batch = in.q.size(0);
+    torch::Tensor w = in.slot_logits.squeeze(2);              // (B, H, m)
+    torch::Tensor new_max = torch::maximum(state[3], w);
+    torch::Tensor decay = torch::exp(state[3] - new_max);
+    torch::Tensor e = torch::exp(w - new_max);               // <= 1
+    // sum <- sum * decay + e * x, for keys and values (B, H, m, d).
+    state[0].mul_(decay.unsqueeze(-1)).addcmul_(e.unsqueeze(-1), in.k);
+    state[1].mul_(decay.unsqueeze(-1)).addcmul_(e.unsqueeze(-1), in.v);
+    state[2].mul_(decay).add_(e);
+    state[3].copy_(new_max);
+    torch::Tensor total = state[2].unsqueeze(-1) + kAttentionEps;  // (B, H, m, 1)
+    torch::Tensor pooled_k = (state[0] / total).unsqueeze(-2);     // (B, H, m, 1, d)
+    torch::Tensor pooled_v = (state[1] / total).unsqueeze(-2);
+    return AttendSlots(in.q, pooled_k, pooled_v, positions.view({batch, 1, 1, 1}));
+  }
+
+ private:
+  torch::Tensor ChunkStep(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& slot_logits, int64_t start,
+                          LayerState& state) const {
+    const int64_t t = q.size(2);
+    torch::Tensor w = slot_logits.permute({0, 1, 3, 2});  // (B, H, m, Tc)
+    const torch::Tensor& max_w = state[3];                // (B, H, m)
+    torch::Tensor running_max =
+        torch::maximum(std::get<0>(torch::cummax(w, -1)), max_w.unsqueeze(-1));  // (B, H, m, Tc)
+    torch::Tensor weights = torch::exp(
+        (w.unsqueeze(-2) - running_max.unsqueeze(-1))
+            .masked_fill(CausalMask(t, t, 0, w.device()).logical_not(),
+                         -std::numeric_limits<float>::infinity()));  // (B, H, m, Tc, Tc)
+    torch::Tensor carry = torch::exp(max_w.unsqueeze(-1) - running_max).unsqueeze(-1);  // (.., Tc, 1)
+    torch::Tensor total =
+        carry * state[2].unsqueeze(-1).unsqueeze(-1) + weights.sum(-1, true) + kAttentionEps;
+    torch::Tensor pooled_k =
+        (carry * state[0].unsqueeze(-2) + torch::matmul(weights, k.unsqueeze(2))) / total;
+    torch::Tensor pooled_v =
+        (carry * state[1].unsqueeze(-2) + torch::matmul(weights, v.unsqueeze(2))) / total;
+    torch::Tensor out =
+        AttendSlots(q, pooled_k, pooled_v, PositionRange(start, t, q.device()).view({t, 1}));
+
+    torch::Tensor new_max = torch::maximum(max_w, w.amax(-1));      // (B, H, m)
+    torch::Tensor decay = torch::exp(max_w - new_max);
+    torch::Tensor e = torch::exp(w - new_max.unsqueeze(-1));        // (B, H, m, Tc)
+    state[0] = state[0] * decay.unsqueeze(-1) + torch::matmul(e, k);
+    state[1] = state[1] * decay.unsqueeze(-1) + torch::matmul(e, v);
+    state[2] = state[2] * decay + e.sum(-1);
+    state[3] = new_max;
+    return out;
+  }
+
+  // softmax over slots of s q_i . k̄_{i,s}, then the weighted v̄:
+  // q (B, H, T, d), pooled (B, H, m, T, d), positions broadcastable to (B, H, T, 1).
+  torch::Tensor AttendSlots(const torch::Tensor& q, const torch::Tensor& pooled_k,
+                            const torch::Tensor& pooled_v, const torch::Tensor& positions) const {
+    torch::Tensor scale = SoftmaxScale(config_, head_dim_, positions);
+    torch::Tensor scores = (q.unsqueeze(2) * pooled_k).sum(-1);                // (B, H, m, T)
+    torch::Tensor probs = torch::softmax(scores * scale.squeeze(-1).unsqueeze(-2), 2);
+    return (probs.unsqueeze(-1) * pooled_v).sum(2);                             // (B, H, T, d)
+  }
+
+  const AttentionConfig config_;
+  const int64_t heads_;
+  const int64_t head_dim_;
+  const int64_t slots_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionKernel> MakeCompressedKernel(const ModelConfig& config) {
+  return std::make_unique<CompressedKernel>(config);
+}
+
+}  // namespace linserve

@@ -1,0 +1,34 @@
+#ifndef LINSERVE_ENGINE_KERNEL_UTIL_H_
+#define LINSERVE_ENGINE_KERNEL_UTIL_H_
+
+// Small tensor helpers shared by the attention kernels (engine-internal).
+
+#include <torch/types.h>
+
+#include "engine/model_config.h"
+
+namespace linserve {
+
+// Added to every denominator; the forms agree on it, so it only matters when a
+// denominator would otherwise be zero.
+constexpr double kAttentionEps = 1e-6;
+
+// Initial value of running maxima: finite (states never hold Inf) and low
+// enough that exp(kRunningMaxFloor - x) is 0 for any real logit x.
+constexpr double kRunningMaxFloor = -1e30;
+
+// Boolean (Tq, Tk) mask, true where key j may be seen by query i: j <= i + offset.
+torch::Tensor CausalMask(int64_t tq, int64_t tk, int64_t offset, const torch::Device& device);
+
+// Softmax temperature per query for the softmax-family kinds, given the
+// absolute positions of the queries (int64, any shape): 1/sqrt(d), or
+// log_512(position + 1)/sqrt(d) for the entropy-invariant scale. float32.
+torch::Tensor SoftmaxScale(const AttentionConfig& config, int64_t head_dim,
+                           const torch::Tensor& positions);
+
+// Absolute positions start, ..., start + length - 1 (int64).
+torch::Tensor PositionRange(int64_t start, int64_t length, const torch::Device& device);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_KERNEL_UTIL_H_

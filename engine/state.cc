@@ -1,0 +1,162 @@
+#include "engine/state.h"
+
+#include <torch/torch.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/safetensors.h"
+#include "engine/status_macros.h"
+
+namespace linserve {
+namespace {
+
+constexpr char kPositionKey[] = "position";
+constexpr char kFormatKey[] = "format";
+constexpr char kFormatValue[] = "linserve-state-v1";
+
+// The grown dimension of (B, H, T, d) caches.
+constexpr int64_t kGrowDim = 2;
+
+std::string TensorName(size_t layer, const std::string& name) {
+  return absl::StrCat("layers.", layer, ".", name);
+}
+
+std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
+  std::vector<int64_t> shape = spec.shape;
+  for (int64_t& dim : shape) {
+    if (dim < 0) dim = position;
+  }
+  return shape;
+}
+
+}  // namespace
+
+int64_t StateBytes(const AttentionKernel& kernel, int64_t n_layers, int64_t position) {
+  int64_t bytes = 0;
+  for (const StateTensorSpec& spec : kernel.StateSpec()) {
+    int64_t numel = 1;
+    for (int64_t dim : ShapeAt(spec, position)) numel *= dim;
+    bytes += numel * static_cast<int64_t>(c10::elementSize(spec.dtype));
+  }
+  return bytes * n_layers;
+}
+
+State StackStates(const std::vector<const State*>& states) {
+  TORCH_CHECK(!states.empty(), "StackStates: no states");
+  State out;
+  for (const State* s : states) {
+    out.positions.insert(out.positions.end(), s->positions.begin(), s->positions.end());
+  }
+  const size_t n_layers = states[0]->layers.size();
+  out.layers.resize(n_layers);
+  for (size_t layer = 0; layer < n_layers; ++layer) {
+    const size_t n_tensors = states[0]->layers[layer].size();
+    for (size_t i = 0; i < n_tensors; ++i) {
+      std::vector<torch::Tensor> parts;
+      int64_t longest = 0;
+      for (const State* s : states) {
+        const torch::Tensor& t = s->layers[layer][i];
+        if (t.dim() > kGrowDim) longest = std::max(longest, t.size(kGrowDim));
+        parts.push_back(t);
+      }
+      const bool ragged = std::any_of(parts.begin(), parts.end(), [&](const torch::Tensor& t) {
+        return t.dim() > kGrowDim && t.size(kGrowDim) != longest;
+      });
+      if (ragged) {  // only growing caches differ in length
+        for (torch::Tensor& t : parts) {
+          t = torch::constant_pad_nd(t, {0, 0, 0, longest - t.size(kGrowDim)});
+        }
+      }
+      out.layers[layer].push_back(torch::cat(parts, 0));
+    }
+  }
+  return out;
+}
+
+std::vector<State> SplitState(const State& batch) {
+  std::vector<State> out(batch.positions.size());
+  for (size_t b = 0; b < out.size(); ++b) {
+    out[b].positions = {batch.positions[b]};
+    for (const LayerState& layer : batch.layers) {
+      LayerState piece;
+      for (const torch::Tensor& t : layer) piece.push_back(t.narrow(0, b, 1).clone());
+      out[b].layers.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+State CloneState(const State& state) {
+  State out;
+  out.positions = state.positions;
+  for (const LayerState& layer : state.layers) {
+    LayerState copy;
+    for (const torch::Tensor& t : layer) copy.push_back(t.clone());
+    out.layers.push_back(std::move(copy));
+  }
+  return out;
+}
+
+State MoveState(const State& state, const torch::Device& device) {
+  State out;
+  out.positions = state.positions;
+  for (const LayerState& layer : state.layers) {
+    LayerState moved;
+    for (const torch::Tensor& t : layer) moved.push_back(t.to(device));
+    out.layers.push_back(std::move(moved));
+  }
+  return out;
+}
+
+std::string SerializeState(const State& state, const AttentionKernel& kernel) {
+  TORCH_CHECK(state.batch_size() == 1, "SerializeState: one session at a time");
+  const int64_t position = state.positions[0];
+  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+  TensorMap tensors;
+  for (size_t layer = 0; layer < state.layers.size(); ++layer) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      torch::Tensor t = state.layers[layer][i].squeeze(0);
+      // A growing cache may hold spare capacity beyond the position.
+      if (kernel.GrowsWithPosition()) t = t.narrow(kGrowDim - 1, 0, position);
+      tensors[TensorName(layer, specs[i].name)] = t;
+    }
+  }
+  return SerializeSafetensors(
+      tensors, {{kFormatKey, kFormatValue}, {kPositionKey, absl::StrCat(position)}});
+}
+
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKernel& kernel,
+                                       int64_t n_layers, const torch::Device& device) {
+  LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(bytes));
+  auto format = contents.metadata.find(kFormatKey);
+  if (format == contents.metadata.end() || format->second != kFormatValue) {
+    return absl::DataLossError(absl::StrCat("state: metadata '", kFormatKey, "' is not '",
+                                            kFormatValue, "'"));
+  }
+  int64_t position = -1;
+  auto pos = contents.metadata.find(kPositionKey);
+  if (pos == contents.metadata.end() || !absl::SimpleAtoi(pos->second, &position) ||
+      position < 0) {
+    return absl::DataLossError("state: metadata 'position' is missing or not a count");
+  }
+  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+  std::map<std::string, TensorSpec> expected;
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    for (const StateTensorSpec& spec : specs) {
+      expected[TensorName(layer, spec.name)] = {ShapeAt(spec, position), spec.dtype};
+    }
+  }
+  LINSERVE_RETURN_IF_ERROR(CheckTensors(contents.tensors, expected));
+  State state;
+  state.positions = {position};
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    LayerState tensors;
+    for (const StateTensorSpec& spec : specs) {
+      tensors.push_back(contents.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
+    }
+    state.layers.push_back(std::move(tensors));
+  }
+  return state;
+}
+
+}  // namespace linserve

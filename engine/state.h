@@ -1,0 +1,50 @@
+#ifndef LINSERVE_ENGINE_STATE_H_
+#define LINSERVE_ENGINE_STATE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/attention_kernel.h"
+
+namespace linserve {
+
+// The recurrent state of a batch of sessions: per layer, the kind's fixed
+// list of tensors with a leading batch dimension, plus each session's position
+// (tokens consumed). A single session is a batch of one.
+struct State {
+  std::vector<LayerState> layers;
+  std::vector<int64_t> positions;
+
+  int64_t batch_size() const { return static_cast<int64_t>(positions.size()); }
+};
+
+// Bytes of one session's state at `position`: a function of the config only,
+// except for the softmax baseline whose KV cache grows with the position.
+int64_t StateBytes(const AttentionKernel& kernel, int64_t n_layers, int64_t position);
+
+// Stacks states (of any batch sizes) into one batch, in order. Growing caches
+// are zero-padded to the longest. All states must share a kind and device.
+State StackStates(const std::vector<const State*>& states);
+
+// Splits a batch into single-session states (caches trimmed to the position).
+// The pieces own their memory: advancing one never touches another.
+std::vector<State> SplitState(const State& batch);
+
+// A deep copy (what ForkSession needs).
+State CloneState(const State& state);
+
+// The same state on `device` (CPU, or CUDA when LibTorch has it).
+State MoveState(const State& state, const torch::Device& device);
+
+// One session's state as bytes (safetensors layout: tensors
+// "layers.<i>.<name>", metadata "position") and back, bit-exactly. Parsing
+// checks every tensor's name, dtype and shape against the kernel's spec.
+std::string SerializeState(const State& state, const AttentionKernel& kernel);
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKernel& kernel,
+                                       int64_t n_layers, const torch::Device& device);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_STATE_H_

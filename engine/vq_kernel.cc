@@ -1,0 +1,198 @@
+// vq (Transformer-VQ): keys are quantised to a learned codebook C (c x d) per
+// head. Each query attends exactly, with a learned relative bias b_{i-j}, to
+// the last W positions, and to every older position through the codebook:
+// sum_{j <= i-W} e^{s q.C_{z_j}} v_j = sum_c e^{s q.C_c} U_c with
+// U_c = sum of the values whose key has code c and N_c their count. So the
+// state is U (c x dv), N (c) and a ring of the last W codes and values.
+// Positions fill the ring at slot position % W.
+
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "engine/attention_kernel.h"
+#include "engine/kernel_util.h"
+#include "engine/kernels.h"
+
+namespace linserve {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+class VqKernel : public AttentionKernel {
+ public:
+  VqKernel(const ModelConfig& config, const AttentionParams& params)
+      : config_(config.attention),
+        heads_(config.n_heads),
+        head_dim_(config.head_dim),
+        codes_(config.attention.codebook_size),
+        window_(config.attention.window),
+        codebook_(params.codebook),
+        window_bias_(params.window_bias) {}
+
+  std::vector<StateTensorSpec> StateSpec() const override {
+    return {{"U", {heads_, codes_, head_dim_}, torch::kFloat32},
+            {"N", {heads_, codes_}, torch::kFloat32},
+            {"ring_code", {heads_, window_}, torch::kInt64},
+            {"ring_value", {heads_, window_, head_dim_}, torch::kFloat32}};
+  }
+
+  LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
+    return {torch::zeros({batch, heads_, codes_, head_dim_}, options),
+            torch::zeros({batch, heads_, codes_}, options),
+            torch::zeros({batch, heads_, window_}, options.dtype(torch::kInt64)),
+            torch::zeros({batch, heads_, window_, head_dim_}, options)};
+  }
+
+  torch::Tensor Reference(const AttentionInputs& in) const override {
+    const int64_t t = in.q.size(2);
+    const torch::Tensor positions = PositionRange(0, t, in.q.device());
+    torch::Tensor keys = Dequantize(Quantize(in.k));                      // (B, H, T, d)
+    torch::Tensor scores = torch::matmul(in.q, keys.transpose(-1, -2)) *  // (B, H, T, T)
+                           SoftmaxScale(config_, head_dim_, positions).unsqueeze(-1);
+    scores = scores + WindowBias(positions, positions);
+    return torch::matmul(torch::softmax(scores, -1), in.v);
+  }
+
+  torch::Tensor Chunked(const AttentionInputs& in, int64_t start,
+                        LayerState& state) const override {
+    const int64_t t = in.q.size(2);
+    std::vector<torch::Tensor> outputs;
+    for (int64_t t0 = 0; t0 < t; t0 += config_.chunk_size) {
+      const int64_t len = std::min(config_.chunk_size, t - t0);
+      outputs.push_back(ChunkStep(in.q.narrow(2, t0, len), in.k.narrow(2, t0, len),
+                                  in.v.narrow(2, t0, len), start + t0, state));
+    }
+    return torch::cat(outputs, 2);
+  }
+
+  torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
+                     LayerState& state) const override {
+    const int64_t batch = in.q.size(0);
+    torch::Tensor& sum_values = state[0];  // U (B, H, c, dv)
+    torch::Tensor& counts = state[1];      // N (B, H, c)
+    torch::Tensor& ring_code = state[2];   // (B, H, W)
+    torch::Tensor& ring_value = state[3];  // (B, H, W, dv)
+    torch::Tensor slot = torch::remainder(positions, window_).view({batch, 1, 1});
+    torch::Tensor slot3 = slot.expand({batch, heads_, 1});
+    torch::Tensor slot4 = slot.unsqueeze(-1).expand({batch, heads_, 1, head_dim_});
+
+    // The position leaving the window (position - W) moves into U and N.
+    torch::Tensor leaving = (positions >= window_).to(counts.dtype()).view({batch, 1, 1});
+    torch::Tensor old_code = ring_code.gather(2, slot3);  // (B, H, 1)
+    torch::Tensor old_value = ring_value.gather(2, slot4) * leaving.unsqueeze(-1);
+    sum_values.scatter_add_(2, old_code.unsqueeze(-1).expand({batch, heads_, 1, head_dim_}),
+                            old_value);
+    counts.scatter_add_(2, old_code, leaving.expand({batch, heads_, 1}));
+    ring_code.scatter_(2, slot3, Quantize(in.k));
+    ring_value.scatter_(2, slot4, in.v);
+
+    // Window: slot r holds position p - ((p - r) mod W) when that is >= 0.
+    torch::Tensor slots = torch::arange(window_, positions.options()).view({1, window_});
+    torch::Tensor distance = torch::remainder(positions.view({batch, 1}) - slots, window_);
+    torch::Tensor scale = SoftmaxScale(config_, head_dim_, positions).view({batch, 1, 1, 1});
+    torch::Tensor window_scores =  // (B, H, 1, W)
+        torch::matmul(in.q, Dequantize(ring_code).transpose(-1, -2)) * scale;
+    torch::Tensor bias = window_bias_.index_select(1, distance.flatten())
+                             .view({heads_, batch, 1, window_})
+                             .permute({1, 0, 2, 3});  // (B, H, 1, W)
+    window_scores = (window_scores + bias).masked_fill(
+        (distance > positions.view({batch, 1})).view({batch, 1, 1, window_}), kNegInf);
+    torch::Tensor code_scores = CodeScores(in.q, scale, counts.unsqueeze(2));  // (B, H, 1, c)
+    return Combine(window_scores, ring_value, code_scores, state);
+  }
+
+ private:
+  // One chunk: the chunk's queries see the ring (positions start - W ..
+  // start - 1) and the chunk exactly, and everything older through U and N.
+  torch::Tensor ChunkStep(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          int64_t start, LayerState& state) const {
+    const int64_t t = q.size(2);
+    const int64_t carried = std::min(window_, start);
+    const torch::Device device = q.device();
+    torch::Tensor ring_slots = torch::remainder(PositionRange(start - carried, carried, device),
+                                                window_);
+    torch::Tensor codes = torch::cat({state[2].index_select(2, ring_slots), Quantize(k)}, 2);
+    torch::Tensor values = torch::cat({state[3].index_select(2, ring_slots), v}, 2);
+    torch::Tensor query_positions = PositionRange(start, t, device);
+    torch::Tensor key_positions = PositionRange(start - carried, carried + t, device);
+    torch::Tensor scale = SoftmaxScale(config_, head_dim_, query_positions).view({t, 1});
+    torch::Tensor scores = torch::matmul(q, Dequantize(codes).transpose(-1, -2)) * scale +
+                           WindowBias(query_positions, key_positions);  // (B, H, T, E)
+    torch::Tensor code_scores = CodeScores(q, scale, state[1].unsqueeze(2));
+    torch::Tensor out = Combine(scores, values, code_scores, state);
+
+    // Positions that leave the window go into U and N; the rest is the ring.
+    const int64_t kept = std::min(window_, start + t);
+    const int64_t leaving = carried + t - kept;
+    torch::Tensor leaving_codes = codes.narrow(2, 0, leaving);
+    state[0] = state[0].scatter_add(
+        2, leaving_codes.unsqueeze(-1).expand({-1, -1, -1, head_dim_}), values.narrow(2, 0, leaving));
+    state[1] = state[1].scatter_add(2, leaving_codes, torch::ones_like(leaving_codes, state[1].options()));
+    torch::Tensor kept_slots = torch::remainder(key_positions.narrow(0, leaving, kept), window_);
+    state[2] = state[2].index_copy(2, kept_slots, codes.narrow(2, leaving, kept));
+    state[3] = state[3].index_copy(2, kept_slots, values.narrow(2, leaving, kept));
+    return out;
+  }
+
+  // Nearest code per key: argmin_c |k - C_c|^2 = argmin_c (|C_c|^2 - 2 k.C_c).
+  torch::Tensor Quantize(const torch::Tensor& k) const {                     // (B, H, T, d)
+    torch::Tensor distance = codebook_.square().sum(-1).unsqueeze(1) -       // (H, 1, c)
+                             2 * torch::matmul(k, codebook_.transpose(-1, -2));  // (B, H, T, c)
+    return distance.argmin(-1);                                               // (B, H, T)
+  }
+
+  torch::Tensor Dequantize(const torch::Tensor& codes) const {  // (B, H, T) -> (B, H, T, d)
+    const int64_t batch = codes.size(0), t = codes.size(2);
+    return codebook_.unsqueeze(0)
+        .expand({batch, heads_, codes_, head_dim_})
+        .gather(2, codes.unsqueeze(-1).expand({batch, heads_, t, head_dim_}));
+  }
+
+  // Bias b_{i-j} inside the window, 0 for older keys, -inf for future keys:
+  // (H, Tq, Tk) for absolute query and key positions.
+  torch::Tensor WindowBias(const torch::Tensor& query_positions,
+                           const torch::Tensor& key_positions) const {
+    torch::Tensor distance = query_positions.unsqueeze(1) - key_positions.unsqueeze(0);
+    torch::Tensor in_window = (distance >= 0) & (distance < window_);
+    torch::Tensor bias = window_bias_.index_select(1, distance.clamp(0, window_ - 1).flatten())
+                             .view({heads_, distance.size(0), distance.size(1)});
+    return (bias * in_window).masked_fill(distance < 0, kNegInf);
+  }
+
+  // s q . C_c for the codes that hold at least one position (others -inf).
+  torch::Tensor CodeScores(const torch::Tensor& q, const torch::Tensor& scale,
+                           const torch::Tensor& counts) const {
+    return (torch::matmul(q, codebook_.transpose(-1, -2)) * scale).masked_fill(counts <= 0, kNegInf);
+  }
+
+  // Softmax over exact keys (scores (B, H, T, E), values (B, H, E, dv)) and
+  // codes (code_scores (B, H, T, c), weighted by U and N from `state`).
+  static torch::Tensor Combine(const torch::Tensor& scores, const torch::Tensor& values,
+                               const torch::Tensor& code_scores, const LayerState& state) {
+    torch::Tensor top = torch::maximum(scores.amax(-1, true), code_scores.amax(-1, true));
+    torch::Tensor key_weights = torch::exp(scores - top);
+    torch::Tensor code_weights = torch::exp(code_scores - top);
+    torch::Tensor num = torch::matmul(key_weights, values) + torch::matmul(code_weights, state[0]);
+    torch::Tensor den = key_weights.sum(-1, true) +
+                        torch::matmul(code_weights, state[1].unsqueeze(-1));
+    return num / (den + kAttentionEps);
+  }
+
+  const AttentionConfig config_;
+  const int64_t heads_;
+  const int64_t head_dim_;
+  const int64_t codes_;
+  const int64_t window_;
+  const torch::Tensor codebook_;     // (H, c, d)
+  const torch::Tensor window_bias_;  // (H, W)
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionKernel> MakeVqKernel(const ModelConfig& config,
+                                              const AttentionParams& params) {
+  return std::make_unique<VqKernel>(config, params);
+}
+
+}  // namespace linserve
