@@ -1,0 +1,390 @@
+// linserve-engine-bench: measures the engine's attention kinds side by side on
+// this machine, with random weights at the default model's size, and prints
+// plain-text tables (or one JSON document with --json). Every number is a
+// median of repeats unless its section says otherwise; ratios compare numbers
+// taken in the same run.
+//
+//   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] ...
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/engine_measure.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, kinds, "softmax,linear_elu,linear_softmax,linear_cosine,vq,compressed",
+          "attention kinds to measure, comma-separated");
+ABSL_FLAG(std::string, contexts, "128,1024,4096,16384",
+          "contexts of the decode and state-size tables, comma-separated");
+ABSL_FLAG(int64_t, prefill_tokens, 4096, "prompt length of the prefill comparison");
+ABSL_FLAG(int64_t, recurrent_tokens, 4096,
+          "tokens of the token-by-token prefill, timed once (at most --prefill_tokens)");
+ABSL_FLAG(std::string, batches, "1,8,32,128", "batch sizes of the batched decode");
+ABSL_FLAG(int64_t, batch_context, 256, "batched sessions stand within +-25% of this position");
+ABSL_FLAG(int64_t, decode_steps, 32,
+          "decode steps timed per repeat (batched decode: fewer above batch 8, at least 4)");
+ABSL_FLAG(int32_t, repeats, 5, "repeats of the matrix product and of decode timings");
+ABSL_FLAG(int32_t, prefill_repeats, 3, "repeats of the chunked and reference prefill");
+ABSL_FLAG(bool, quick, false,
+          "smoke run at tiny sizes (under a minute); replaces every size and repeat flag");
+ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
+
+namespace linserve {
+namespace {
+
+// "128,1024" -> {128, 1024}: positive, sorted, without duplicates.
+absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& flag,
+                                                  const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(piece, &value) || value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", piece, "' is not a positive integer"));
+    }
+    out.push_back(value);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+absl::StatusOr<EngineBenchOptions> OptionsFromFlags() {
+  EngineBenchOptions options;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipWhitespace())) {
+    absl::StatusOr<AttentionKind> kind = ParseAttentionKind(std::string(name));
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--kinds: ", kind.status().message()));
+    }
+    options.kinds.push_back(*kind);
+  }
+  if (options.kinds.empty()) return absl::InvalidArgumentError("--kinds is empty");
+  if (absl::GetFlag(FLAGS_quick)) {
+    options.contexts = {16, 64};
+    options.prefill_tokens = 128;
+    options.recurrent_tokens = 128;
+    options.batches = {1, 4};
+    options.batch_context = 32;
+    options.decode_steps = 4;
+    options.repeats = 2;
+    options.prefill_repeats = 1;
+    return options;
+  }
+  absl::StatusOr<std::vector<int64_t>> contexts =
+      ParseIntList("contexts", absl::GetFlag(FLAGS_contexts));
+  if (!contexts.ok()) return contexts.status();
+  absl::StatusOr<std::vector<int64_t>> batches =
+      ParseIntList("batches", absl::GetFlag(FLAGS_batches));
+  if (!batches.ok()) return batches.status();
+  options.contexts = *std::move(contexts);
+  options.batches = *std::move(batches);
+  options.prefill_tokens = absl::GetFlag(FLAGS_prefill_tokens);
+  options.recurrent_tokens =
+      std::min(absl::GetFlag(FLAGS_recurrent_tokens), options.prefill_tokens);
+  options.batch_context = absl::GetFlag(FLAGS_batch_context);
+  options.decode_steps = absl::GetFlag(FLAGS_decode_steps);
+  options.repeats = absl::GetFlag(FLAGS_repeats);
+  options.prefill_repeats = absl::GetFlag(FLAGS_prefill_repeats);
+  if (options.prefill_tokens <= 0 || options.recurrent_tokens <= 0 || options.batch_context <= 0 ||
+      options.decode_steps <= 0 || options.repeats <= 0 || options.prefill_repeats <= 0) {
+    return absl::InvalidArgumentError(
+        "--prefill_tokens, --recurrent_tokens, --batch_context, --decode_steps, --repeats and "
+        "--prefill_repeats must be positive");
+  }
+  return options;
+}
+
+// A plain-text table: numbers right-aligned, the first column and the
+// `left_from`th on (notes) left-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, size_t left_from = SIZE_MAX)
+      : left_from_(left_from) {
+    rows_.push_back(std::move(header));
+  }
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  void Print() const {
+    std::vector<size_t> widths;
+    for (const auto& row : rows_) {
+      widths.resize(std::max(widths.size(), row.size()));
+      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    }
+    for (const auto& row : rows_) {
+      std::string line;
+      for (size_t i = 0; i < row.size(); ++i) {
+        const std::string pad(widths[i] - row[i].size(), ' ');
+        if (i > 0) line += "  ";
+        line += i == 0 || i >= left_from_ ? row[i] + pad : pad + row[i];
+      }
+      line.erase(line.find_last_not_of(' ') + 1);
+      absl::PrintF("  %s\n", line);
+    }
+    absl::PrintF("\n");
+  }
+
+ private:
+  const size_t left_from_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Bytes(int64_t bytes) {
+  if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.1f KiB", bytes / 1024.0);
+  if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
+  return absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
+}
+
+std::string Ratio(double numerator, double denominator) {
+  if (denominator <= 0) return "-";
+  return absl::StrFormat("%.2fx", numerator / denominator);
+}
+
+std::string Rate(double tokens_per_s) { return absl::StrFormat("%.0f", tokens_per_s); }
+
+void PrintHeader(const MachineInfo& machine, const MatmulPeak& peak) {
+  const ModelConfig c = BenchModelConfig(AttentionKind::kLinearElu);
+  absl::PrintF("linserve engine benchmark, %s\n", machine.date);
+  absl::PrintF("machine: %d cores, %s\n", machine.cores, machine.cpu_model);
+  absl::PrintF("BLAS: %s (LibTorch BLAS_INFO=%s)\n",
+               machine.blas.empty() ? std::string("no BLAS library mapped")
+                                    : absl::StrJoin(machine.blas, ", "),
+               machine.torch_blas_info);
+  absl::PrintF("LibTorch %s, device %s, torch threads %d, OPENBLAS_NUM_THREADS=%s\n",
+               machine.torch_version, machine.device, machine.torch_threads,
+               machine.openblas_threads);
+  absl::PrintF(
+      "model: random weights, fp32, d_model %d, %d layers, %d heads x %d, MLP %d, vocab %d, "
+      "chunk %d; vq %d codes, window %d; compressed %d slots\n\n",
+      c.d_model, c.n_layers, c.n_heads, c.head_dim, c.mlp_hidden, c.vocab_size,
+      c.attention.chunk_size, c.attention.codebook_size, c.attention.window, c.attention.slots);
+  absl::PrintF("1. Matrix-product peak: %dx%dx%d fp32 torch::mm, median of %d: %.1f GFLOP/s\n\n",
+               peak.size, peak.size, peak.size, peak.repeats, peak.gflops);
+}
+
+void PrintDecode(const std::vector<DecodeRow>& rows, const EngineBenchOptions& o) {
+  absl::PrintF("2. Decode time per token, batch 1 (ms/token; median of %d repeats x %d steps)\n",
+               o.repeats, o.decode_steps);
+  std::vector<std::string> header = {"kind"};
+  for (int64_t c : o.contexts) header.push_back(absl::StrCat("ctx ", c));
+  header.push_back(absl::StrCat(o.contexts.back(), "/", o.contexts.front()));
+  Table table(header);
+  for (const DecodeRow& row : rows) {
+    std::vector<std::string> cells = {AttentionKindName(row.kind)};
+    for (double ms : row.ms_per_token) cells.push_back(absl::StrFormat("%.3f", ms));
+    cells.push_back(Ratio(row.ms_per_token.back(), row.ms_per_token.front()));
+    table.Add(cells);
+  }
+  table.Print();
+  absl::PrintF(
+      "  target: ratio <= 1.10 for the constant-state kinds; softmax grows with context\n\n");
+}
+
+void PrintStates(const std::vector<StateRow>& rows, const EngineBenchOptions& o) {
+  absl::PrintF("3. State bytes of one session (x = relative to the softmax KV cache)\n");
+  std::vector<std::string> header = {"kind"};
+  for (int64_t c : o.contexts) header.push_back(absl::StrCat("ctx ", c));
+  Table table(header);
+  for (const StateRow& row : rows) {
+    std::vector<std::string> cells = {AttentionKindName(row.kind)};
+    for (size_t i = 0; i < row.bytes.size(); ++i) {
+      cells.push_back(absl::StrFormat("%s (%.3gx)", Bytes(row.bytes[i]), row.vs_softmax[i]));
+    }
+    table.Add(cells);
+  }
+  table.Print();
+}
+
+void PrintPrefill(const std::vector<PrefillRow>& rows, const EngineBenchOptions& o) {
+  absl::PrintF(
+      "4. Prefill of a %d-token prompt, tokens/s (chunked, reference: median of %d; recurrent: "
+      "one run over %d tokens)\n",
+      o.prefill_tokens, o.prefill_repeats, o.recurrent_tokens);
+  Table table({"kind", "chunked", "recurrent", "reference", "chunked/recurrent",
+               "chunked/reference", "note"},
+              /*left_from=*/6);
+  for (const PrefillRow& row : rows) {
+    std::string note;
+    if (row.reference_tokens != o.prefill_tokens) {
+      note = absl::StrCat("reference at ", row.reference_tokens, " tokens (est. ",
+                          Bytes(row.reference_bytes), " at ", o.prefill_tokens, ")");
+    }
+    table.Add({AttentionKindName(row.kind), Rate(row.chunked), Rate(row.recurrent),
+               Rate(row.reference), Ratio(row.chunked, row.recurrent),
+               Ratio(row.chunked, row.reference), note});
+  }
+  table.Print();
+  absl::PrintF("  target: chunked/recurrent >= 10x\n\n");
+}
+
+void PrintBatched(const std::vector<BatchRow>& rows, const EngineBenchOptions& o,
+                  const MatmulPeak& peak) {
+  // The ratio compares batch 32 (or the largest batch) with the smallest.
+  size_t target = o.batches.size() - 1;
+  for (size_t i = 0; i < o.batches.size(); ++i) {
+    if (o.batches[i] == 32) target = i;
+  }
+  std::vector<int64_t> steps;
+  for (int64_t b : o.batches) steps.push_back(BatchedSteps(o.decode_steps, b));
+  absl::PrintF(
+      "5. Batched decode, aggregate tokens/s (sessions at positions %d..%d; median of %d "
+      "repeats of %s steps)\n",
+      o.batch_context - o.batch_context / 4, o.batch_context + o.batch_context / 4, o.repeats,
+      absl::StrJoin(steps, ", "));
+  std::vector<std::string> header = {"kind"};
+  for (int64_t b : o.batches) header.push_back(absl::StrCat("batch ", b));
+  header.push_back(absl::StrCat(o.batches[target], "/", o.batches.front()));
+  Table rates(header);
+  header.pop_back();
+  Table flops(header);
+  for (const BatchRow& row : rows) {
+    std::vector<std::string> rate_cells = {AttentionKindName(row.kind)};
+    std::vector<std::string> flop_cells = {AttentionKindName(row.kind)};
+    for (size_t i = 0; i < row.tokens_per_s.size(); ++i) {
+      rate_cells.push_back(Rate(row.tokens_per_s[i]));
+      const double gflops = row.tokens_per_s[i] * row.flops_per_token[i] / 1e9;
+      flop_cells.push_back(absl::StrFormat("%.2f (%.1f%%)", gflops, 100 * gflops / peak.gflops));
+    }
+    rate_cells.push_back(Ratio(row.tokens_per_s[target], row.tokens_per_s.front()));
+    rates.Add(rate_cells);
+    flops.Add(flop_cells);
+  }
+  rates.Print();
+  absl::PrintF("  target: batch 32 / batch 1 >= 8x\n\n");
+  absl::PrintF(
+      "   Achieved GFLOP/s (%% of the matrix-product peak; FLOPs counted in "
+      "DecodeFlopsPerToken)\n");
+  flops.Print();
+}
+
+nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
+                      const EngineBenchOptions& o, const std::vector<DecodeRow>& decode,
+                      const std::vector<StateRow>& states, const std::vector<PrefillRow>& prefill,
+                      const std::vector<BatchRow>& batched) {
+  nlohmann::json j;
+  j["machine"] = {{"cores", machine.cores},
+                  {"cpu_model", machine.cpu_model},
+                  {"blas", machine.blas},
+                  {"torch_blas_info", machine.torch_blas_info},
+                  {"torch_version", machine.torch_version},
+                  {"device", machine.device},
+                  {"torch_threads", machine.torch_threads},
+                  {"openblas_num_threads", machine.openblas_threads},
+                  {"date", machine.date}};
+  j["options"] = {{"contexts", o.contexts},
+                  {"prefill_tokens", o.prefill_tokens},
+                  {"recurrent_tokens", o.recurrent_tokens},
+                  {"batches", o.batches},
+                  {"batch_context", o.batch_context},
+                  {"decode_steps", o.decode_steps},
+                  {"repeats", o.repeats},
+                  {"prefill_repeats", o.prefill_repeats}};
+  j["matmul_peak_gflops"] = peak.gflops;
+  nlohmann::json kinds = nlohmann::json::object();
+  for (size_t k = 0; k < o.kinds.size(); ++k) {
+    nlohmann::json& row = kinds[AttentionKindName(o.kinds[k])];
+    row["decode_ms_per_token"] = decode[k].ms_per_token;
+    row["state_bytes"] = states[k].bytes;
+    row["state_vs_softmax"] = states[k].vs_softmax;
+    row["prefill_tokens_per_s"] = {{"chunked", prefill[k].chunked},
+                                   {"recurrent", prefill[k].recurrent},
+                                   {"reference", prefill[k].reference},
+                                   {"reference_tokens", prefill[k].reference_tokens}};
+    row["batched_steps"] = batched[k].steps;
+    row["batched_tokens_per_s"] = batched[k].tokens_per_s;
+    row["batched_flops_per_token"] = batched[k].flops_per_token;
+  }
+  j["kinds"] = kinds;
+  return j;
+}
+
+int Run(const EngineBenchOptions& options, bool json) {
+  const auto start = std::chrono::steady_clock::now();
+  // Tables go out as each section finishes, so a long run shows them early.
+  auto print = [json](auto&& print_section) {
+    if (json) return;
+    print_section();
+    std::fflush(stdout);
+  };
+  // The matrix product comes first: it also makes LibTorch load its BLAS.
+  std::cerr << "matrix-product peak" << std::endl;
+  const MatmulPeak peak = MeasureMatmulPeak(std::max(options.repeats, 5));
+  const MachineInfo machine = ReadMachineInfo();
+  print([&] { PrintHeader(machine, peak); });
+
+  std::vector<DecodeRow> decode;
+  std::vector<StateRow> states;
+  for (AttentionKind kind : options.kinds) {
+    decode.push_back(MeasureDecode(kind, options));
+    states.push_back(MeasureStateBytes(kind, options.contexts));
+  }
+  print([&] {
+    PrintDecode(decode, options);
+    PrintStates(states, options);
+  });
+
+  std::vector<PrefillRow> prefill;
+  for (AttentionKind kind : options.kinds) prefill.push_back(MeasurePrefill(kind, options));
+  print([&] { PrintPrefill(prefill, options); });
+
+  std::vector<BatchRow> batched;
+  for (AttentionKind kind : options.kinds) batched.push_back(MeasureBatchedDecode(kind, options));
+  print([&] { PrintBatched(batched, options, peak); });
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print([&] { absl::PrintF("run time: %.0f s\n", seconds); });
+  if (json) {
+    nlohmann::json report = ToJson(machine, peak, options, decode, states, prefill, batched);
+    report["run_seconds"] = seconds;
+    absl::PrintF("%s\n", report.dump(2));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace linserve
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "engine_bench.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "measures the engine's attention kinds side by side: decode cost against context, state "
+      "size, prefill forms and batched decode");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<linserve::EngineBenchOptions> options = linserve::OptionsFromFlags();
+  if (!options.ok()) {
+    std::cerr << options.status().message() << std::endl;
+    return 2;
+  }
+  try {
+    return linserve::Run(*options, absl::GetFlag(FLAGS_json));
+  } catch (const c10::Error& e) {
+    std::cerr << "engine error: " << e.what_without_backtrace() << std::endl;
+    return 1;
+  }
+}
