@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/fingerprint.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
 
@@ -91,14 +92,20 @@ absl::Status LanguageModel::Save(const std::string& dir) const {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  LINSERVE_RETURN_IF_ERROR(
+      WriteSafetensorsFile((std::filesystem::path(dir) / kWeightsFile).string(), Weights()));
+  return WriteModelConfig(config_, (std::filesystem::path(dir) / kConfigFile).string());
+}
+
+TensorMap LanguageModel::Weights() const {
   TensorMap tensors;
   for (const auto& item : module_->named_parameters()) {
     tensors[item.key()] = item.value().detach().cpu();
   }
-  LINSERVE_RETURN_IF_ERROR(
-      WriteSafetensorsFile((std::filesystem::path(dir) / kWeightsFile).string(), tensors));
-  return WriteModelConfig(config_, (std::filesystem::path(dir) / kConfigFile).string());
+  return tensors;
 }
+
+std::string LanguageModel::Fingerprint() const { return ModelFingerprint(config_, Weights()); }
 
 int64_t LanguageModel::StateBytes(int64_t position) const {
   return linserve::StateBytes(kernel(), config_.n_layers, position);

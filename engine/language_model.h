@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model_config.h"
+#include "engine/safetensors.h"
 #include "engine/state.h"
 #include "engine/transformer.h"
 
@@ -28,6 +29,13 @@ class LanguageModel {
   static std::unique_ptr<LanguageModel> Create(const ModelConfig& config, uint64_t seed,
                                                const torch::Device& device);
   absl::Status Save(const std::string& dir) const;
+
+  // The weights by checkpoint key, on the CPU (what Save writes).
+  TensorMap Weights() const;
+  // ModelFingerprint of the current config and weights. Computed on every
+  // call (tens of milliseconds for the default model), so it is never stale
+  // while a trainer changes the weights: callers keep the value they need.
+  std::string Fingerprint() const;
 
   const ModelConfig& config() const { return config_; }
   Transformer& module() { return module_; }

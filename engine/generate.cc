@@ -1,0 +1,30 @@
+#include "engine/generate.h"
+
+#include <torch/torch.h>
+
+#include "engine/status_macros.h"
+#include "engine/tokenizer.h"
+
+namespace linserve {
+
+absl::StatusOr<GenerateResult> Generate(LanguageModel& model, State& state,
+                                        absl::Span<const int64_t> prompt,
+                                        const SamplingParams& params) {
+  LINSERVE_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(state, prompt));
+  Generation generation(Tokenizer(model.config()), params,
+                        std::vector<int64_t>(prompt.begin(), prompt.end()));
+  GenerateResult result;
+  while (true) {
+    Generation::Step step = generation.Next(logits);
+    result.text += step.text;
+    result.tokens.push_back(step.token);
+    if (step.finish != FinishReason::kNone) {
+      result.finish = step.finish;
+      return result;
+    }
+    LINSERVE_ASSIGN_OR_RETURN(torch::Tensor next, model.Step(state, {step.token}));
+    logits.assign(next.data_ptr<float>(), next.data_ptr<float>() + next.numel());
+  }
+}
+
+}  // namespace linserve
