@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine_measure.h"
+#include "engine/language_model.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, kinds, "softmax,linear_elu,linear_softmax,linear_cosine,vq,compressed",
@@ -42,10 +43,11 @@ ABSL_FLAG(std::string, batches, "1,8,32,128", "batch sizes of the batched decode
 ABSL_FLAG(int64_t, batch_context, 256, "batched sessions stand within +-25% of this position");
 ABSL_FLAG(int64_t, decode_steps, 32,
           "decode steps timed per repeat (batched decode: fewer above batch 8, at least 4)");
-ABSL_FLAG(int32_t, repeats, 5, "repeats of the matrix product and of decode timings");
+ABSL_FLAG(int32_t, repeats, 7, "repeats of the matrix product and of decode timings");
 ABSL_FLAG(int32_t, prefill_repeats, 3, "repeats of the chunked and reference prefill");
 ABSL_FLAG(bool, quick, false,
           "smoke run at tiny sizes (under a minute); replaces every size and repeat flag");
+ABSL_FLAG(std::string, device, "cpu", "where the engine runs: cpu, cuda or cuda:N");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -80,6 +82,10 @@ absl::StatusOr<EngineBenchOptions> OptionsFromFlags() {
     options.kinds.push_back(*kind);
   }
   if (options.kinds.empty()) return absl::InvalidArgumentError("--kinds is empty");
+  options.device = absl::GetFlag(FLAGS_device);
+  if (absl::Status device = ParseDevice(options.device).status(); !device.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", device.message()));
+  }
   if (absl::GetFlag(FLAGS_quick)) {
     options.contexts = {16, 64};
     options.prefill_tokens = 128;
@@ -328,8 +334,8 @@ int Run(const EngineBenchOptions& options, bool json) {
   };
   // The matrix product comes first: it also makes LibTorch load its BLAS.
   std::cerr << "matrix-product peak" << std::endl;
-  const MatmulPeak peak = MeasureMatmulPeak(std::max(options.repeats, 5));
-  const MachineInfo machine = ReadMachineInfo();
+  const MatmulPeak peak = MeasureMatmulPeak(std::max(options.repeats, 5), options.device);
+  const MachineInfo machine = ReadMachineInfo(options.device);
   print([&] { PrintHeader(machine, peak); });
 
   std::vector<DecodeRow> decode;

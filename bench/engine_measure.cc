@@ -29,10 +29,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Waits for the work queued on `device`: CUDA kernels run asynchronously, so
+// a clock read without this would time only their launch.
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 template <typename Fn>
-double TimeSeconds(Fn&& fn) {
+double TimeSeconds(const torch::Device& device, Fn&& fn) {
+  Synchronize(device);
   const Clock::time_point start = Clock::now();
   fn();
+  Synchronize(device);
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -43,8 +51,9 @@ double Median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
-torch::Tensor RandomTokens(const ModelConfig& config, int64_t batch, int64_t length) {
-  return torch::randint(config.vocab_size, {batch, length}, torch::kInt64);  // (B, T)
+torch::Tensor RandomTokens(const ModelConfig& config, int64_t batch, int64_t length,
+                           const torch::Device& device) {
+  return torch::randint(config.vocab_size, {batch, length}, torch::kInt64).to(device);  // (B, T)
 }
 
 // Progress goes to stderr so that a long run shows where it is while stdout
@@ -121,7 +130,7 @@ ModelConfig BenchModelConfig(AttentionKind kind) {
   return config;
 }
 
-MachineInfo ReadMachineInfo() {
+MachineInfo ReadMachineInfo(const std::string& device) {
   MachineInfo info;
   info.cores = std::thread::hardware_concurrency();
   info.cpu_model = FirstField("/proc/cpuinfo", "model name");
@@ -132,7 +141,7 @@ MachineInfo ReadMachineInfo() {
 #else
   info.torch_version = "unknown";
 #endif
-  info.device = "cpu";
+  info.device = device;
   info.torch_threads = torch::get_num_threads();
   const char* openblas = std::getenv("OPENBLAS_NUM_THREADS");
   info.openblas_threads = openblas != nullptr ? openblas : "unset";
@@ -145,18 +154,20 @@ MachineInfo ReadMachineInfo() {
   return info;
 }
 
-MatmulPeak MeasureMatmulPeak(int repeats) {
+MatmulPeak MeasureMatmulPeak(int repeats, const std::string& device_name) {
   torch::NoGradGuard no_grad;
+  const torch::Device device(device_name);
   MatmulPeak peak;
   peak.repeats = repeats;
   const int64_t n = peak.size;
-  torch::Tensor a = torch::randn({n, n});
-  torch::Tensor b = torch::randn({n, n});
-  torch::Tensor c = torch::empty({n, n});
+  auto options = torch::TensorOptions().device(device);
+  torch::Tensor a = torch::randn({n, n}, options);
+  torch::Tensor b = torch::randn({n, n}, options);
+  torch::Tensor c = torch::empty({n, n}, options);
   for (int i = 0; i < 2; ++i) torch::mm_out(c, a, b);  // warm up threads and caches
   std::vector<double> gflops;
   for (int r = 0; r < repeats; ++r) {
-    const double seconds = TimeSeconds([&] { torch::mm_out(c, a, b); });
+    const double seconds = TimeSeconds(device, [&] { torch::mm_out(c, a, b); });
     gflops.push_back(2.0 * n * n * n / seconds / 1e9);
   }
   peak.gflops = Median(gflops);
@@ -166,9 +177,10 @@ MatmulPeak MeasureMatmulPeak(int repeats) {
 DecodeRow MeasureDecode(AttentionKind kind, const EngineBenchOptions& options) {
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
-  auto model = LanguageModel::Create(config, options.seed, torch::kCPU);
+  const torch::Device device(options.device);
+  auto model = LanguageModel::Create(config, options.seed, device);
   Transformer& net = model->module();
-  const torch::Tensor token = RandomTokens(config, 1, 1).view({1});  // (B)
+  const torch::Tensor token = RandomTokens(config, 1, 1, device).view({1});  // (B)
 
   // One session per context; contexts ascend, so each prefills only what it
   // adds to the previous one.
@@ -176,7 +188,8 @@ DecodeRow MeasureDecode(AttentionKind kind, const EngineBenchOptions& options) {
   State prefilled = net->NewState(1);
   for (int64_t context : options.contexts) {
     Progress(kind, absl::StrCat("prefill to context ", context));
-    net->ForwardChunked(RandomTokens(config, 1, context - prefilled.positions[0]), prefilled);
+    net->ForwardChunked(RandomTokens(config, 1, context - prefilled.positions[0], device),
+                        prefilled);
     const int64_t declared = model->StateBytes(context);
     if (TensorBytes(prefilled) != declared) {
       std::cerr << "  WARNING: " << AttentionKindName(kind) << " state at " << context << " holds "
@@ -194,7 +207,7 @@ DecodeRow MeasureDecode(AttentionKind kind, const EngineBenchOptions& options) {
       State state = CloneState(sessions[c]);
       // Untimed: the first step is where a growing KV cache reallocates.
       net->ForwardStep(token, state);
-      const double seconds = TimeSeconds([&] {
+      const double seconds = TimeSeconds(device, [&] {
         for (int64_t i = 0; i < options.decode_steps; ++i) net->ForwardStep(token, state);
       });
       ms[c].push_back(1e3 * seconds / options.decode_steps);
@@ -224,11 +237,12 @@ StateRow MeasureStateBytes(AttentionKind kind, const std::vector<int64_t>& conte
 PrefillRow MeasurePrefill(AttentionKind kind, const EngineBenchOptions& options) {
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
-  auto model = LanguageModel::Create(config, options.seed, torch::kCPU);
+  const torch::Device device(options.device);
+  auto model = LanguageModel::Create(config, options.seed, device);
   Transformer& net = model->module();
   PrefillRow row{kind};
   const int64_t n = options.prefill_tokens;
-  const torch::Tensor prompt = RandomTokens(config, 1, n);  // (1, T)
+  const torch::Tensor prompt = RandomTokens(config, 1, n, device);  // (1, T)
   {
     State warm = net->NewState(1);
     net->ForwardChunked(prompt.narrow(1, 0, std::min<int64_t>(n, 256)), warm);
@@ -238,7 +252,7 @@ PrefillRow MeasurePrefill(AttentionKind kind, const EngineBenchOptions& options)
   std::vector<double> rates;
   for (int r = 0; r < options.prefill_repeats; ++r) {
     State state = net->NewState(1);
-    rates.push_back(n / TimeSeconds([&] { net->ForwardChunked(prompt, state); }));
+    rates.push_back(n / TimeSeconds(device, [&] { net->ForwardChunked(prompt, state); }));
   }
   row.chunked = Median(rates);
 
@@ -248,7 +262,7 @@ PrefillRow MeasurePrefill(AttentionKind kind, const EngineBenchOptions& options)
   for (int64_t i = 0; i < steps; ++i) tokens.push_back(prompt.select(1, i));
   {
     State state = net->NewState(1);
-    row.recurrent = steps / TimeSeconds([&] {
+    row.recurrent = steps / TimeSeconds(device, [&] {
                       for (const torch::Tensor& token : tokens) net->ForwardStep(token, state);
                     });
   }
@@ -262,7 +276,7 @@ PrefillRow MeasurePrefill(AttentionKind kind, const EngineBenchOptions& options)
   rates.clear();
   for (int r = 0; r < options.prefill_repeats; ++r) {
     rates.push_back(row.reference_tokens /
-                    TimeSeconds([&] { net->ForwardReference(reference_prompt); }));
+                    TimeSeconds(device, [&] { net->ForwardReference(reference_prompt); }));
   }
   row.reference = Median(rates);
   return row;
@@ -275,7 +289,8 @@ int64_t BatchedSteps(int64_t decode_steps, int64_t batch) {
 BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& options) {
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
-  auto model = LanguageModel::Create(config, options.seed, torch::kCPU);
+  const torch::Device device(options.device);
+  auto model = LanguageModel::Create(config, options.seed, device);
   Transformer& net = model->module();
   BatchRow row{kind, {}, {}, {}};
 
@@ -288,7 +303,7 @@ BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& opti
   for (int64_t i = 0; i < distinct; ++i) {
     const int64_t length = std::max<int64_t>(1, c - c / 4 + (c / 2) * i / distinct);
     State state = net->NewState(1);
-    net->ForwardChunked(RandomTokens(config, 1, length), state);
+    net->ForwardChunked(RandomTokens(config, 1, length, device), state);
     sessions.push_back(std::move(state));
   }
 
@@ -306,7 +321,7 @@ BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& opti
     mean_position = mean_position / batch + 1 + steps / 2.0;
     row.steps.push_back(steps);
     row.flops_per_token.push_back(DecodeFlopsPerToken(config, static_cast<int64_t>(mean_position)));
-    tokens.push_back(RandomTokens(config, batch, 1).view({batch}));
+    tokens.push_back(RandomTokens(config, batch, 1, device).view({batch}));
   }
 
   // Repeats go round the batch sizes, as in MeasureDecode.
@@ -316,7 +331,7 @@ BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& opti
     for (size_t k = 0; k < options.batches.size(); ++k) {
       State state = StackStates(members[k]);
       net->ForwardStep(tokens[k], state);  // untimed, as in MeasureDecode
-      const double seconds = TimeSeconds([&] {
+      const double seconds = TimeSeconds(device, [&] {
         for (int64_t i = 0; i < row.steps[k]; ++i) net->ForwardStep(tokens[k], state);
       });
       rates[k].push_back(options.batches[k] * row.steps[k] / seconds);

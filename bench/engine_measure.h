@@ -2,7 +2,7 @@
 #define LINSERVE_BENCH_ENGINE_MEASURE_H_
 
 // The measurements of the engine benchmark: every function times one aspect
-// of the engine on the CPU and returns plain numbers (medians of repeats);
+// of the engine on the options' device and returns plain numbers (medians of repeats);
 // engine_bench.cc turns them into tables. Not thread-safe: one thread runs
 // the whole benchmark, and the timings assume nothing else runs beside it.
 
@@ -22,11 +22,12 @@ struct EngineBenchOptions {
   std::vector<int64_t> batches;     // batched-decode batch sizes, ascending
   int64_t batch_context = 256;      // batched sessions stand around this position
   int64_t decode_steps = 32;        // steps timed per repeat (batch 1)
-  int repeats = 5;                  // repeats of the fast measurements
+  int repeats = 7;                  // repeats of the fast measurements
   int prefill_repeats = 3;          // repeats of chunked and reference prefill
   int64_t reference_max_bytes = int64_t{4} << 30;  // above: reference at fallback length
   int64_t reference_fallback_tokens = 1024;
   uint64_t seed = 1;
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N" (checked by ParseDevice)
 };
 
 // The model every kind is measured with: the default model's size
@@ -39,21 +40,21 @@ struct MachineInfo {
   std::vector<std::string> blas;  // mapped libraries whose path names BLAS (after a matmul)
   std::string torch_blas_info;    // BLAS_INFO from LibTorch's build configuration
   std::string torch_version;
-  std::string device;            // always "cpu"
+  std::string device;            // EngineBenchOptions::device
   int torch_threads = 0;         // torch::get_num_threads()
   std::string openblas_threads;  // $OPENBLAS_NUM_THREADS or "unset"
   std::string date;              // UTC, ISO 8601
 };
 
 // Call after a first matrix product, so that the BLAS library is mapped.
-MachineInfo ReadMachineInfo();
+MachineInfo ReadMachineInfo(const std::string& device);
 
 struct MatmulPeak {
   int64_t size = 1024;  // n of an n x n x n fp32 product
   int repeats = 0;
   double gflops = 0;  // median
 };
-MatmulPeak MeasureMatmulPeak(int repeats);
+MatmulPeak MeasureMatmulPeak(int repeats, const std::string& device);
 
 // Decode time per token at batch 1, one session per context.
 struct DecodeRow {

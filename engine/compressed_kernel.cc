@@ -54,15 +54,9 @@ class CompressedKernel : public AttentionKernel {
 
   torch::Tensor Chunked(const AttentionInputs& in, int64_t start,
                         LayerState& state) const override {
-    const int64_t t = in.q.size(2);
-    std::vector<torch::Tensor> outputs;
-    for (int64_t t0 = 0; t0 < t; t0 += config_.chunk_size) {
-      const int64_t len = std::min(config_.chunk_size, t - t0);
-      outputs.push_back(ChunkStep(in.q.narrow(2, t0, len), in.k.narrow(2, t0, len),
-                                  in.v.narrow(2, t0, len), in.slot_logits.narrow(2, t0, len),
-                                  start + t0, state));
-    }
-    return torch::cat(outputs, 2);
+    return ForEachChunk(in, config_.chunk_size, start, [&](const AttentionInputs& c, int64_t at) {
+      return ChunkStep(c.q, c.k, c.v, c.slot_logits, at, state);
+    });
   }
 
   torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
@@ -96,15 +90,21 @@ class CompressedKernel : public AttentionKernel {
         (w.unsqueeze(-2) - running_max.unsqueeze(-1))
             .masked_fill(CausalMask(t, t, 0, w.device()).logical_not(),
                          -std::numeric_limits<float>::infinity()));  // (B, H, m, Tc, Tc)
-    torch::Tensor carry = torch::exp(max_w.unsqueeze(-1) - running_max).unsqueeze(-1);  // (.., Tc, 1)
-    torch::Tensor total =
-        carry * state[2].unsqueeze(-1).unsqueeze(-1) + weights.sum(-1, true) + kAttentionEps;
-    torch::Tensor pooled_k =
-        (carry * state[0].unsqueeze(-2) + torch::matmul(weights, k.unsqueeze(2))) / total;
-    torch::Tensor pooled_v =
-        (carry * state[1].unsqueeze(-2) + torch::matmul(weights, v.unsqueeze(2))) / total;
-    torch::Tensor out =
-        AttendSlots(q, pooled_k, pooled_v, PositionRange(start, t, q.device()).view({t, 1}));
+    torch::Tensor carry = torch::exp(max_w.unsqueeze(-1) - running_max);  // (B, H, m, Tc)
+    torch::Tensor total = carry * state[2].unsqueeze(-1) + weights.sum(-1) + kAttentionEps;
+    // The pooled keys and values k̄_{i,s} = (carry Σk_s + Σ_j w_sij k_j) / total_si
+    // differ per query and slot: (B, H, m, Tc, d) each. Only their products
+    // with q_i and with the slot probabilities are needed, so distribute those
+    // over the sums instead and never form them: O(m Tc^2) work, not O(m Tc^2 d).
+    torch::Tensor carried_scores =
+        torch::matmul(state[0], q.transpose(-1, -2));                   // (B, H, m, Tc)
+    torch::Tensor qk = torch::matmul(q, k.transpose(-1, -2)).unsqueeze(2);  // (B, H, 1, Tc, Tc)
+    torch::Tensor scores = (carry * carried_scores + (weights * qk).sum(-1)) / total;
+    torch::Tensor scale = SoftmaxScale(config_, head_dim_, PositionRange(start, t, q.device()));
+    torch::Tensor per_pooled = torch::softmax(scores * scale, 2) / total;  // p_si / total_si
+    torch::Tensor mix = (per_pooled.unsqueeze(-1) * weights).sum(2);      // (B, H, Tc, Tc)
+    torch::Tensor out = torch::matmul(mix, v) +
+                        torch::matmul((per_pooled * carry).transpose(-1, -2), state[1]);
 
     torch::Tensor new_max = torch::maximum(max_w, w.amax(-1));      // (B, H, m)
     torch::Tensor decay = torch::exp(max_w - new_max);

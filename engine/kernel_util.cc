@@ -25,6 +25,23 @@ torch::Tensor SoftmaxScale(const AttentionConfig& config, int64_t head_dim,
       .to(torch::kFloat32);
 }
 
+torch::Tensor ForEachChunk(
+    const AttentionInputs& in, int64_t chunk, int64_t start,
+    const std::function<torch::Tensor(const AttentionInputs&, int64_t)>& chunk_step) {
+  auto slice = [](const torch::Tensor& x, int64_t t0, int64_t len) {
+    return x.defined() ? x.narrow(2, t0, len) : x;
+  };
+  const int64_t t = in.q.size(2);
+  std::vector<torch::Tensor> outputs;
+  for (int64_t t0 = 0; t0 < t; t0 += chunk) {
+    const int64_t len = std::min(chunk, t - t0);
+    AttentionInputs piece{slice(in.q, t0, len), slice(in.k, t0, len), slice(in.v, t0, len),
+                          slice(in.slot_logits, t0, len)};
+    outputs.push_back(chunk_step(piece, start + t0));
+  }
+  return torch::cat(outputs, 2);
+}
+
 torch::Tensor PositionRange(int64_t start, int64_t length, const torch::Device& device) {
   return torch::arange(start, start + length,
                        torch::TensorOptions().dtype(torch::kInt64).device(device));

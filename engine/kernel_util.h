@@ -3,8 +3,11 @@
 
 // Small tensor helpers shared by the attention kernels (engine-internal).
 
+#include <functional>
+
 #include <torch/types.h>
 
+#include "engine/attention_kernel.h"
 #include "engine/model_config.h"
 
 namespace linserve {
@@ -25,6 +28,14 @@ torch::Tensor CausalMask(int64_t tq, int64_t tk, int64_t offset, const torch::De
 // log_512(position + 1)/sqrt(d) for the entropy-invariant scale. float32.
 torch::Tensor SoftmaxScale(const AttentionConfig& config, int64_t head_dim,
                            const torch::Tensor& positions);
+
+// The chunked form's outer loop: calls `chunk_step(slice, position)` on
+// consecutive slices of at most `chunk` tokens of `in` (every defined input
+// narrowed alike; `position` is the slice's first absolute position) and
+// concatenates the outputs along time. `chunk_step` carries the state.
+torch::Tensor ForEachChunk(
+    const AttentionInputs& in, int64_t chunk, int64_t start,
+    const std::function<torch::Tensor(const AttentionInputs&, int64_t)>& chunk_step);
 
 // Absolute positions start, ..., start + length - 1 (int64).
 torch::Tensor PositionRange(int64_t start, int64_t length, const torch::Device& device);

@@ -74,50 +74,43 @@ class LinearKernel : public AttentionKernel {
 
   torch::Tensor Chunked(const AttentionInputs& in, int64_t start,
                         LayerState& state) const override {
-    const int64_t t = in.q.size(2);
-    std::vector<torch::Tensor> outputs;
-    for (int64_t t0 = 0; t0 < t; t0 += chunk_) {
-      const int64_t len = std::min(chunk_, t - t0);
-      outputs.push_back(ChunkStep(in.q.narrow(2, t0, len), in.k.narrow(2, t0, len),
-                                  in.v.narrow(2, t0, len), start + t0, state));
-    }
-    return torch::cat(outputs, 2);
+    return ForEachChunk(in, chunk_, start, [&](const AttentionInputs& c, int64_t at) {
+      return ChunkStep(c.q, c.k, c.v, at, state);
+    });
   }
 
+  // Broadcast multiplies and sums rather than bmm: LibTorch's CPU bmm without
+  // MKL runs one small GEMM per (session, head), and at decode shapes those
+  // calls cost more than the arithmetic.
   torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
                      LayerState& state) const override {
     const int64_t batch = in.q.size(0);
     const RopeTables rope = Tables(positions.view({batch, 1, 1}));  // (B, 1, 1, F/2)
-    torch::Tensor q = in.q, k = in.k;                                 // (B, H, 1, d)
-    torch::Tensor v = in.v.reshape({batch * heads_, 1, head_dim_});   // (BH, 1, dv)
-    torch::Tensor& s = state[0];                                      // (B, H, F, dv)
-    torch::Tensor& z = state[1];                                      // (B, H, F)
-    torch::Tensor s_flat = s.view({batch * heads_, features_, head_dim_});
-    torch::Tensor fq = FeatureQ(q);                                   // (B, H, 1, F)
-    torch::Tensor query_weights;                                      // (B, H, 1, F)
+    const torch::Tensor& v = in.v;                                   // (B, H, 1, dv)
+    torch::Tensor& s = state[0];                                     // (B, H, F, dv)
+    torch::Tensor& z = state[1];                                     // (B, H, F)
+    torch::Tensor fq = FeatureQ(in.q);                               // (B, H, 1, F)
+    torch::Tensor query_weights;                                     // (B, H, 1, F)
     if (!track_max_) {
-      torch::Tensor fk = FeatureK(k);
-      s_flat.baddbmm_(Rotate(fk, rope).reshape({batch * heads_, features_, 1}), v);
+      torch::Tensor fk = FeatureK(in.k);
+      s.addcmul_(Rotate(fk, rope).transpose(-1, -2), v);  // += phi(k) v^T
       z.add_(fk.squeeze(2));
       query_weights = fq;
     } else {
-      torch::Tensor& m = state[2];                                    // (B, H, F)
-      torch::Tensor k_row = k.squeeze(2);                             // (B, H, F)
+      torch::Tensor& m = state[2];                                   // (B, H, F)
+      torch::Tensor k_row = in.k.squeeze(2);                         // (B, H, F)
       torch::Tensor new_max = torch::maximum(m, PairMax(k_row));
       torch::Tensor decay = torch::exp(m - new_max);
-      torch::Tensor w = torch::exp(k_row - new_max);                  // <= 1
-      s.mul_(decay.unsqueeze(-1));
-      s_flat.baddbmm_(Rotate(w.unsqueeze(2), rope).reshape({batch * heads_, features_, 1}), v);
+      torch::Tensor w = torch::exp(k_row - new_max);                 // <= 1
+      s.mul_(decay.unsqueeze(-1)).addcmul_(Rotate(w.unsqueeze(2), rope).transpose(-1, -2), v);
       z.mul_(decay).add_(w);
       m.copy_(new_max);
       // Fold e^{m_f - M} into phi(q)_f, M = max_f m_f.
       query_weights = fq * torch::exp(m - m.amax(-1, true)).unsqueeze(2);
     }
-    torch::Tensor num = torch::bmm(
-        Rotate(query_weights, rope).reshape({batch * heads_, 1, features_}), s_flat);  // (BH,1,dv)
-    torch::Tensor den = (query_weights.squeeze(2) * z).sum(-1);                         // (B, H)
-    return (num.view({batch, heads_, 1, head_dim_}) /
-            (den.view({batch, heads_, 1, 1}) + kAttentionEps));
+    torch::Tensor num = (Rotate(query_weights, rope).transpose(-1, -2) * s).sum(-2, true);
+    torch::Tensor den = (query_weights * z.unsqueeze(2)).sum(-1, true);  // (B, H, 1, 1)
+    return num / (den + kAttentionEps);                                  // (B, H, 1, dv)
   }
 
  private:

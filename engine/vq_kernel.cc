@@ -56,14 +56,9 @@ class VqKernel : public AttentionKernel {
 
   torch::Tensor Chunked(const AttentionInputs& in, int64_t start,
                         LayerState& state) const override {
-    const int64_t t = in.q.size(2);
-    std::vector<torch::Tensor> outputs;
-    for (int64_t t0 = 0; t0 < t; t0 += config_.chunk_size) {
-      const int64_t len = std::min(config_.chunk_size, t - t0);
-      outputs.push_back(ChunkStep(in.q.narrow(2, t0, len), in.k.narrow(2, t0, len),
-                                  in.v.narrow(2, t0, len), start + t0, state));
-    }
-    return torch::cat(outputs, 2);
+    return ForEachChunk(in, config_.chunk_size, start, [&](const AttentionInputs& c, int64_t at) {
+      return ChunkStep(c.q, c.k, c.v, at, state);
+    });
   }
 
   torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
@@ -91,14 +86,15 @@ class VqKernel : public AttentionKernel {
     torch::Tensor slots = torch::arange(window_, positions.options()).view({1, window_});
     torch::Tensor distance = torch::remainder(positions.view({batch, 1}) - slots, window_);
     torch::Tensor scale = SoftmaxScale(config_, head_dim_, positions).view({batch, 1, 1, 1});
-    torch::Tensor window_scores =  // (B, H, 1, W)
-        torch::matmul(in.q, Dequantize(ring_code).transpose(-1, -2)) * scale;
+    // A quantised key's score is its code's: q . C_{z_j} = (q C^T)[z_j].
+    torch::Tensor query_codes = CodeProducts(in.q);  // (B, H, 1, c)
+    torch::Tensor window_scores = query_codes.gather(-1, ring_code.unsqueeze(2)) * scale;
     torch::Tensor bias = window_bias_.index_select(1, distance.flatten())
                              .view({heads_, batch, 1, window_})
                              .permute({1, 0, 2, 3});  // (B, H, 1, W)
     window_scores = (window_scores + bias).masked_fill(
         (distance > positions.view({batch, 1})).view({batch, 1, 1, window_}), kNegInf);
-    torch::Tensor code_scores = CodeScores(in.q, scale, counts.unsqueeze(2));  // (B, H, 1, c)
+    torch::Tensor code_scores = CodeScores(query_codes, scale, counts.unsqueeze(2));  // (B, H, 1, c)
     return Combine(window_scores, ring_value, code_scores, state);
   }
 
@@ -117,9 +113,11 @@ class VqKernel : public AttentionKernel {
     torch::Tensor query_positions = PositionRange(start, t, device);
     torch::Tensor key_positions = PositionRange(start - carried, carried + t, device);
     torch::Tensor scale = SoftmaxScale(config_, head_dim_, query_positions).view({t, 1});
-    torch::Tensor scores = torch::matmul(q, Dequantize(codes).transpose(-1, -2)) * scale +
-                           WindowBias(query_positions, key_positions);  // (B, H, T, E)
-    torch::Tensor code_scores = CodeScores(q, scale, state[1].unsqueeze(2));
+    torch::Tensor query_codes = CodeProducts(q);  // (B, H, T, c)
+    torch::Tensor scores =                        // (B, H, T, E)
+        query_codes.gather(-1, codes.unsqueeze(2).expand({-1, -1, t, -1})) * scale +
+        WindowBias(query_positions, key_positions);
+    torch::Tensor code_scores = CodeScores(query_codes, scale, state[1].unsqueeze(2));
     torch::Tensor out = Combine(scores, values, code_scores, state);
 
     // Positions that leave the window go into U and N; the rest is the ring.
@@ -137,8 +135,8 @@ class VqKernel : public AttentionKernel {
 
   // Nearest code per key: argmin_c |k - C_c|^2 = argmin_c (|C_c|^2 - 2 k.C_c).
   torch::Tensor Quantize(const torch::Tensor& k) const {                     // (B, H, T, d)
-    torch::Tensor distance = codebook_.square().sum(-1).unsqueeze(1) -       // (H, 1, c)
-                             2 * torch::matmul(k, codebook_.transpose(-1, -2));  // (B, H, T, c)
+    torch::Tensor distance = codebook_.square().sum(-1).unsqueeze(1) -  // (H, 1, c)
+                             2 * CodeProducts(k);                           // (B, H, T, c)
     return distance.argmin(-1);                                               // (B, H, T)
   }
 
@@ -160,10 +158,30 @@ class VqKernel : public AttentionKernel {
     return (bias * in_window).masked_fill(distance < 0, kNegInf);
   }
 
-  // s q . C_c for the codes that hold at least one position (others -inf).
-  torch::Tensor CodeScores(const torch::Tensor& q, const torch::Tensor& scale,
+  // x . C_c for every code of the head: (B, H, T, d) -> (B, H, T, c). One
+  // matrix product per head over all sessions and positions; a broadcast
+  // matmul would expand the codebook to B x H small products.
+  torch::Tensor CodeProducts(const torch::Tensor& x) const {
+    const int64_t batch = x.size(0), t = x.size(2);
+    torch::Tensor rows = x.transpose(0, 1).reshape({heads_, batch * t, head_dim_});  // (H, B T, d)
+    return torch::matmul(rows, codebook_.transpose(-1, -2))                    // (H, B T, c)
+        .view({heads_, batch, t, codes_})
+        .transpose(0, 1);
+  }
+
+  // s q . C_c, given query_codes = q . C_c, for the codes that hold at least
+  // one position (others -inf).
+  torch::Tensor CodeScores(const torch::Tensor& query_codes, const torch::Tensor& scale,
                            const torch::Tensor& counts) const {
-    return (torch::matmul(q, codebook_.transpose(-1, -2)) * scale).masked_fill(counts <= 0, kNegInf);
+    return (query_codes * scale).masked_fill(counts <= 0, kNegInf);
+  }
+
+  // a (B, H, T, n) times b (B, H, n, dv). A decode step (T = 1) multiplies
+  // and sums instead: LibTorch's CPU bmm without MKL runs one small GEMM per
+  // (session, head), which costs more than the arithmetic at that size.
+  static torch::Tensor RowsTimes(const torch::Tensor& a, const torch::Tensor& b) {
+    if (a.size(2) != 1) return torch::matmul(a, b);
+    return (a.transpose(-1, -2) * b).sum(-2, true);
   }
 
   // Softmax over exact keys (scores (B, H, T, E), values (B, H, E, dv)) and
@@ -173,9 +191,9 @@ class VqKernel : public AttentionKernel {
     torch::Tensor top = torch::maximum(scores.amax(-1, true), code_scores.amax(-1, true));
     torch::Tensor key_weights = torch::exp(scores - top);
     torch::Tensor code_weights = torch::exp(code_scores - top);
-    torch::Tensor num = torch::matmul(key_weights, values) + torch::matmul(code_weights, state[0]);
+    torch::Tensor num = RowsTimes(key_weights, values) + RowsTimes(code_weights, state[0]);
     torch::Tensor den = key_weights.sum(-1, true) +
-                        torch::matmul(code_weights, state[1].unsqueeze(-1));
+                        (code_weights * state[1].unsqueeze(2)).sum(-1, true);
     return num / (den + kAttentionEps);
   }
 
