@@ -41,9 +41,9 @@ ABSL_FLAG(int64_t, recurrent_tokens, 4096,
           "tokens of the token-by-token prefill, timed once (at most --prefill_tokens)");
 ABSL_FLAG(std::string, batches, "1,8,32,128", "batch sizes of the batched decode");
 ABSL_FLAG(int64_t, batch_context, 256, "batched sessions stand within +-25% of this position");
-ABSL_FLAG(int64_t, decode_steps, 32,
+ABSL_FLAG(int64_t, decode_steps, 16,
           "decode steps timed per repeat (batched decode: fewer above batch 8, at least 4)");
-ABSL_FLAG(int32_t, repeats, 7, "repeats of the matrix product and of decode timings");
+ABSL_FLAG(int32_t, repeats, 15, "repeats of the matrix product and of decode timings");
 ABSL_FLAG(int32_t, prefill_repeats, 3, "repeats of the chunked and reference prefill");
 ABSL_FLAG(bool, quick, false,
           "smoke run at tiny sizes (under a minute); replaces every size and repeat flag");

@@ -21,8 +21,11 @@ struct EngineBenchOptions {
   int64_t recurrent_tokens = 4096;  // tokens of the token-by-token prefill (timed once)
   std::vector<int64_t> batches;     // batched-decode batch sizes, ascending
   int64_t batch_context = 256;      // batched sessions stand around this position
-  int64_t decode_steps = 32;        // steps timed per repeat (batch 1)
-  int repeats = 7;                  // repeats of the fast measurements
+  // Many short repeats rather than a few long ones: a shared machine's noise
+  // comes in bursts of a second or more, which a median of short timings
+  // that go round the contexts (or batch sizes) leaves out.
+  int64_t decode_steps = 16;        // steps timed per repeat (batch 1)
+  int repeats = 15;                 // repeats of the fast measurements
   int prefill_repeats = 3;          // repeats of chunked and reference prefill
   int64_t reference_max_bytes = int64_t{4} << 30;  // above: reference at fallback length
   int64_t reference_fallback_tokens = 1024;
