@@ -189,8 +189,9 @@ void PrintHeader(const MachineInfo& machine, const MatmulPeak& peak) {
 }
 
 void PrintDecode(const std::vector<DecodeRow>& rows, const EngineBenchOptions& o) {
-  absl::PrintF("2. Decode time per token, batch 1 (ms/token; median of %d repeats x %d steps)\n",
-               o.repeats, o.decode_steps);
+  absl::PrintF(
+      "2. Decode time per token, batch 1 (ms/token; median of %d single steps: %d repeats x %d)\n",
+      o.repeats * o.decode_steps, o.repeats, o.decode_steps);
   std::vector<std::string> header = {"kind"};
   for (int64_t c : o.contexts) header.push_back(absl::StrCat("ctx ", c));
   header.push_back(absl::StrCat(o.contexts.back(), "/", o.contexts.front()));
@@ -253,8 +254,8 @@ void PrintBatched(const std::vector<BatchRow>& rows, const EngineBenchOptions& o
   std::vector<int64_t> steps;
   for (int64_t b : o.batches) steps.push_back(BatchedSteps(o.decode_steps, b));
   absl::PrintF(
-      "5. Batched decode, aggregate tokens/s (sessions at positions %d..%d; median of %d "
-      "repeats of %s steps)\n",
+      "5. Batched decode, aggregate tokens/s (sessions at positions %d..%d; median of single "
+      "steps, %d repeats of %s steps)\n",
       o.batch_context - o.batch_context / 4, o.batch_context + o.batch_context / 4, o.repeats,
       absl::StrJoin(steps, ", "));
   std::vector<std::string> header = {"kind"};

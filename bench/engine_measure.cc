@@ -198,19 +198,24 @@ DecodeRow MeasureDecode(AttentionKind kind, const EngineBenchOptions& options) {
     sessions.push_back(CloneState(prefilled));
   }
 
-  // Repeats go round the contexts, so that a noisy moment of the machine
-  // lands on all of them alike instead of on one.
+  // Every step is timed on its own and the contexts take turns step by step,
+  // so that the shared machine's slowly varying noise falls on all of them
+  // alike; the median over all steps then leaves its bursts out.
   Progress(kind, "decode");
-  std::vector<std::vector<double>> ms(sessions.size());
+  const size_t n = sessions.size();
+  std::vector<std::vector<double>> ms(n);
   for (int r = 0; r < options.repeats; ++r) {
-    for (size_t c = 0; c < sessions.size(); ++c) {
-      State state = CloneState(sessions[c]);
+    std::vector<State> states;
+    for (const State& session : sessions) {
+      states.push_back(CloneState(session));
       // Untimed: the first step is where a growing KV cache reallocates.
-      net->ForwardStep(token, state);
-      const double seconds = TimeSeconds(device, [&] {
-        for (int64_t i = 0; i < options.decode_steps; ++i) net->ForwardStep(token, state);
-      });
-      ms[c].push_back(1e3 * seconds / options.decode_steps);
+      net->ForwardStep(token, states.back());
+    }
+    for (int64_t step = 0; step < options.decode_steps; ++step) {
+      for (size_t i = 0; i < n; ++i) {
+        const size_t c = (step + i) % n;
+        ms[c].push_back(1e3 * TimeSeconds(device, [&] { net->ForwardStep(token, states[c]); }));
+      }
     }
   }
   DecodeRow row{kind, {}};
@@ -324,17 +329,24 @@ BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& opti
     tokens.push_back(RandomTokens(config, batch, 1, device).view({batch}));
   }
 
-  // Repeats go round the batch sizes, as in MeasureDecode.
+  // Batch sizes take turns step by step, as the contexts in MeasureDecode.
   Progress(kind, "batched decode");
-  std::vector<std::vector<double>> rates(options.batches.size());
+  const size_t n = options.batches.size();
+  std::vector<std::vector<double>> rates(n);
   for (int r = 0; r < options.repeats; ++r) {
-    for (size_t k = 0; k < options.batches.size(); ++k) {
-      State state = StackStates(members[k]);
-      net->ForwardStep(tokens[k], state);  // untimed, as in MeasureDecode
-      const double seconds = TimeSeconds(device, [&] {
-        for (int64_t i = 0; i < row.steps[k]; ++i) net->ForwardStep(tokens[k], state);
-      });
-      rates[k].push_back(options.batches[k] * row.steps[k] / seconds);
+    std::vector<State> states;
+    for (size_t k = 0; k < n; ++k) {
+      states.push_back(StackStates(members[k]));
+      net->ForwardStep(tokens[k], states.back());  // untimed, as in MeasureDecode
+    }
+    const int64_t most_steps = *std::max_element(row.steps.begin(), row.steps.end());
+    for (int64_t step = 0; step < most_steps; ++step) {
+      for (size_t i = 0; i < n; ++i) {
+        const size_t k = (step + i) % n;
+        if (step >= row.steps[k]) continue;  // large batches take fewer steps
+        rates[k].push_back(options.batches[k] /
+                           TimeSeconds(device, [&] { net->ForwardStep(tokens[k], states[k]); }));
+      }
     }
   }
   for (const std::vector<double>& r : rates) row.tokens_per_s.push_back(Median(r));

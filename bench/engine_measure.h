@@ -21,9 +21,9 @@ struct EngineBenchOptions {
   int64_t recurrent_tokens = 4096;  // tokens of the token-by-token prefill (timed once)
   std::vector<int64_t> batches;     // batched-decode batch sizes, ascending
   int64_t batch_context = 256;      // batched sessions stand around this position
-  // Many short repeats rather than a few long ones: a shared machine's noise
-  // comes in bursts of a second or more, which a median of short timings
-  // that go round the contexts (or batch sizes) leaves out.
+  // Decode steps are timed one by one and summarised by their median, over
+  // repeats that go round the contexts (or batch sizes): a shared machine's
+  // noise comes in bursts, which such a median leaves out.
   int64_t decode_steps = 16;        // steps timed per repeat (batch 1)
   int repeats = 15;                 // repeats of the fast measurements
   int prefill_repeats = 3;          // repeats of chunked and reference prefill
