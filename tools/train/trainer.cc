@@ -1,0 +1,282 @@
+#include "tools/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/language_model.h"
+#include "engine/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "tools/train/corpus.h"
+
+namespace linserve {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kCheckpoint[] = "checkpoint";
+constexpr char kOptimizerFile[] = "optimizer.pt";
+constexpr char kTrainerFile[] = "trainer.json";
+constexpr int64_t kEvalBatch = 16;  // validation windows per forward pass
+
+torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
+                           const torch::Device& device) {
+  const int64_t count = static_cast<int64_t>(bytes.size()) / length;
+  return torch::tensor(bytes, torch::kInt64).view({count, length}).to(device);  // (N, T + 1)
+}
+
+// Mean next-byte cross-entropy over windows (N, T + 1), through the chunked
+// form from fresh states (memory linear in T for the constant-state kinds).
+torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows) {
+  const int64_t t = windows.size(1) - 1;
+  State state = net->NewState(windows.size(0));
+  torch::Tensor logits = net->ForwardChunked(windows.narrow(1, 0, t), state);  // (N, T, V)
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              windows.narrow(1, 1, t).reshape({-1}));
+}
+
+// Everything that decides the weights; a checkpoint resumes only a run with
+// the same, and the final config.json records it.
+nlohmann::json RunJson(const TrainOptions& o, const Corpus& corpus) {
+  return {{"corpus_sha256", corpus.sha256()},
+          {"corpus_train_bytes", corpus.train_bytes()},
+          {"corpus_validation_bytes", corpus.validation_bytes()},
+          {"steps", o.steps},
+          {"batch_size", o.batch_size},
+          {"accumulation", o.accumulation},
+          {"context", o.context},
+          {"lr_peak", o.schedule.peak},
+          {"lr_floor", o.schedule.floor},
+          {"warmup", o.schedule.warmup},
+          {"weight_decay", o.weight_decay},
+          {"grad_clip", o.grad_clip},
+          {"seed", o.seed}};
+}
+
+std::string Duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? absl::StrFormat("%dh%02dm", s / 3600, s / 60 % 60)
+                   : absl::StrFormat("%dm%02ds", s / 60, s % 60);
+}
+
+// AdamW with weight decay on matrices only (not norms, not the vq codebook).
+std::unique_ptr<torch::optim::AdamW> MakeOptimizer(Transformer& net, const TrainOptions& o) {
+  std::vector<torch::Tensor> decayed, plain;
+  for (const auto& item : net->named_parameters()) {
+    const bool matrix = item.value().dim() == 2;
+    (matrix ? decayed : plain).push_back(item.value());
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(o.schedule.peak)
+                                       .betas({0.9, 0.95})
+                                       .weight_decay(o.weight_decay)));
+  groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(o.schedule.peak)
+                                     .betas({0.9, 0.95})
+                                     .weight_decay(0.0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+absl::Status WriteJson(const nlohmann::json& json, const fs::path& path) {
+  std::ofstream out(path, std::ios::trunc);
+  out << json.dump(2) << "\n";
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+// Writes the checkpoint beside the old one, then swaps directories, so a
+// kill at any moment leaves a whole checkpoint (checkpoint/ or, between the
+// two renames, checkpoint.old/).
+absl::Status SaveCheckpoint(const LanguageModel& model, torch::optim::AdamW& optimizer,
+                            const nlohmann::json& trainer_state, const fs::path& out_dir) {
+  const fs::path final_dir = out_dir / kCheckpoint;
+  const fs::path temp_dir = out_dir / absl::StrCat(kCheckpoint, ".tmp");
+  const fs::path old_dir = out_dir / absl::StrCat(kCheckpoint, ".old");
+  fs::remove_all(temp_dir);
+  LINSERVE_RETURN_IF_ERROR(model.Save(temp_dir.string()));
+  try {
+    torch::save(optimizer, (temp_dir / kOptimizerFile).string());
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("checkpoint: ", e.what_without_backtrace()));
+  }
+  LINSERVE_RETURN_IF_ERROR(WriteJson(trainer_state, temp_dir / kTrainerFile));
+  fs::remove_all(old_dir);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
+  fs::rename(temp_dir, final_dir);
+  fs::remove_all(old_dir);
+  return absl::OkStatus();
+}
+
+// The checkpoint to resume from, if any: checkpoint/, or checkpoint.old/
+// when a kill came between SaveCheckpoint's two renames.
+fs::path FindCheckpoint(const fs::path& out_dir) {
+  for (const char* suffix : {"", ".old"}) {
+    const fs::path dir = out_dir / absl::StrCat(kCheckpoint, suffix);
+    if (fs::exists(dir / kTrainerFile)) return dir;
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus, int64_t context,
+                                      int64_t windows) {
+  const std::vector<int64_t> bytes = corpus.ValidationWindows(context + 1, windows);
+  if (bytes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "validation split has ", corpus.validation_bytes(), " bytes, fewer than context + 1 = ",
+        context + 1));
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    torch::Tensor all = WindowTensor(bytes, context + 1, model.device());
+    double total = 0;
+    for (int64_t start = 0; start < all.size(0); start += kEvalBatch) {
+      torch::Tensor batch = all.narrow(0, start, std::min(kEvalBatch, all.size(0) - start));
+      total += WindowLoss(model.module(), batch).item<double>() * batch.size(0);
+    }
+    return total / all.size(0);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("validation: ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
+  LINSERVE_RETURN_IF_ERROR(options.config.Validate());
+  if (options.steps <= 0 || options.batch_size <= 0 || options.accumulation <= 0 ||
+      options.context <= 0 || options.eval_every <= 0 || options.eval_windows <= 0 ||
+      options.checkpoint_every < 0) {
+    return absl::InvalidArgumentError(
+        "steps, batch_size, accumulation, context, eval_every and eval_windows must be positive, "
+        "checkpoint_every >= 0");
+  }
+  LINSERVE_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(options.device));
+  LINSERVE_ASSIGN_OR_RETURN(Corpus corpus, Corpus::Load(options.corpus_path));
+  LrSchedule schedule = options.schedule;
+  schedule.total = options.steps;
+  const fs::path out_dir(options.out_dir);
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot create ", options.out_dir));
+  const nlohmann::json run = RunJson(options, corpus);
+
+  TrainResult result;
+  std::unique_ptr<LanguageModel> model;
+  int64_t step = 0;
+  const fs::path checkpoint = FindCheckpoint(out_dir);
+  if (!checkpoint.empty()) {
+    std::ifstream in(checkpoint / kTrainerFile);
+    nlohmann::json state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (state.is_discarded() || state.value("run", nlohmann::json()) != run ||
+        state.value("config", nlohmann::json()) != ModelConfigToJson(options.config)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint in ", checkpoint.string(),
+          " belongs to a run with other options or corpus; remove it or choose another --out"));
+    }
+    LINSERVE_ASSIGN_OR_RETURN(model, LanguageModel::Load(checkpoint.string(), device));
+    step = state.value("step", int64_t{0});
+    result.train_loss = state.value("train_loss", 0.0);
+    result.resumed = true;
+  } else {
+    model = LanguageModel::Create(options.config, options.seed, device);
+  }
+  Transformer& net = model->module();
+  net->train();
+  std::unique_ptr<torch::optim::AdamW> optimizer = MakeOptimizer(net, options);
+  if (!checkpoint.empty()) {
+    try {
+      torch::load(*optimizer, (checkpoint / kOptimizerFile).string());
+    } catch (const c10::Error& e) {
+      return absl::DataLossError(absl::StrCat("checkpoint optimizer: ", e.what_without_backtrace()));
+    }
+  }
+  std::vector<torch::Tensor> parameters = net->parameters();
+
+  const int64_t tokens_per_step = options.batch_size * options.accumulation * options.context;
+  const Clock::time_point started = Clock::now();
+  const int64_t first_step = step;
+  double val_loss = -1;
+  try {
+    for (; step < options.steps; ++step) {
+      const double lr = schedule.At(step);
+      for (auto& group : optimizer->param_groups()) {
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      }
+      optimizer->zero_grad();
+      double loss_sum = 0;
+      for (int64_t micro = 0; micro < options.accumulation; ++micro) {
+        torch::Tensor windows = WindowTensor(
+            corpus.TrainWindows(options.seed, step, micro, options.batch_size, options.context + 1),
+            options.context + 1, device);
+        torch::Tensor loss = WindowLoss(net, windows);
+        (loss / static_cast<double>(options.accumulation)).backward();
+        loss_sum += loss.item<double>();
+      }
+      if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters, options.grad_clip);
+      optimizer->step();
+      result.train_loss = loss_sum / static_cast<double>(options.accumulation);
+
+      const int64_t done = step + 1;
+      if (done % options.eval_every == 0 || done == options.steps) {
+        net->eval();
+        LINSERVE_ASSIGN_OR_RETURN(val_loss, ValidationLoss(*model, corpus, options.context,
+                                                          options.eval_windows));
+        net->train();
+      }
+      // The last step checkpoints too, so that running a finished command
+      // again only rewrites its outputs.
+      if (options.checkpoint_every > 0 &&
+          (done % options.checkpoint_every == 0 || done == options.steps)) {
+        LINSERVE_RETURN_IF_ERROR(SaveCheckpoint(
+            *model, *optimizer,
+            {{"run", run},
+             {"config", ModelConfigToJson(options.config)},
+             {"step", done},
+             {"train_loss", result.train_loss}},
+            out_dir));
+      }
+      if (options.progress) {
+        const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+        const double rate = static_cast<double>((done - first_step) * tokens_per_step) / seconds;
+        const double eta = seconds / static_cast<double>(done - first_step) *
+                           static_cast<double>(options.steps - done);
+        std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  val %s  %.0f tokens/s  ETA %s   ",
+                     static_cast<long long>(done), static_cast<long long>(options.steps),
+                     result.train_loss,
+                     val_loss < 0 ? "-" : absl::StrFormat("%.4f", val_loss).c_str(), rate,
+                     Duration(eta).c_str());
+        std::fflush(stderr);
+      }
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("training step ", step, ": ",
+                                            e.what_without_backtrace()));
+  }
+  if (options.progress) std::fprintf(stderr, "\n");
+  net->eval();
+  if (val_loss < 0) {  // resumed at the end: nothing ran
+    LINSERVE_ASSIGN_OR_RETURN(val_loss, ValidationLoss(*model, corpus, options.context,
+                                                      options.eval_windows));
+  }
+  result.steps = step;
+  result.val_loss = val_loss;
+
+  LINSERVE_RETURN_IF_ERROR(model->Save(out_dir.string()));
+  ModelConfig final_config = model->config();
+  final_config.training = run;
+  final_config.training["final_train_loss"] = result.train_loss;
+  final_config.training["final_val_loss"] = result.val_loss;
+  final_config.training["tokens_seen"] = options.steps * tokens_per_step;
+  LINSERVE_RETURN_IF_ERROR(WriteModelConfig(final_config, (out_dir / "config.json").string()));
+  return result;
+}
+
+}  // namespace linserve
