@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "engine/kernels.h"
+#include "engine/vq_codebook.h"
 
 namespace linserve {
 
@@ -42,6 +43,10 @@ AttentionImpl::AttentionImpl(const ModelConfig& config) : config_(config) {
     codebook = register_parameter(
         "codebook", torch::randn({heads, config.attention.codebook_size, head_dim}));
     window_bias = register_parameter("window_bias", torch::zeros({heads, config.attention.window}));
+    // All zero until the first UpdateCodebook starts them from the codebook
+    // (which a loaded model only has by then).
+    ema_count = register_buffer("ema_count", torch::zeros({heads, config.attention.codebook_size}));
+    ema_sum = register_buffer("ema_sum", torch::zeros_like(codebook));
     params = {codebook, window_bias};
   }
   if (config.attention.kind == AttentionKind::kCompressed) {
@@ -77,7 +82,49 @@ torch::Tensor MergeHeads(const torch::Tensor& x) {
 }  // namespace
 
 torch::Tensor AttentionImpl::ForwardReference(const torch::Tensor& x) {
-  return LinearNoBias(MergeHeads(kernel_->Reference(Project(x))), out->weight);
+  AttentionInputs in = Project(x);
+  if (codebook.defined() && is_training() && torch::GradMode::is_enabled()) RecordCodes(in.k);
+  return LinearNoBias(MergeHeads(kernel_->Reference(in)), out->weight);
+}
+
+void AttentionImpl::RecordCodes(const torch::Tensor& k) {
+  const int64_t heads = k.size(1), dim = k.size(3), codes = codebook.size(1);
+  torch::Tensor nearest = NearestCodes(k.detach(), codebook);        // (B, H, T)
+  commitment_ = (commitment_.defined() ? commitment_ : torch::zeros({}, k.options())) +
+                (k - CodeVectors(nearest, codebook).detach()).square().sum(-1).mean();
+  torch::NoGradGuard no_grad;
+  torch::Tensor one_hot =                                              // (H, c, B T)
+      torch::one_hot(nearest, codes).to(k.scalar_type()).permute({1, 3, 0, 2}).reshape({heads, codes, -1});
+  torch::Tensor keys = k.detach().transpose(0, 1).reshape({heads, -1, dim});  // (H, B T, d)
+  torch::Tensor count = one_hot.sum(-1);
+  torch::Tensor sum = torch::matmul(one_hot, keys);
+  recorded_count_ = recorded_count_.defined() ? recorded_count_ + count : count;
+  recorded_sum_ = recorded_sum_.defined() ? recorded_sum_ + sum : sum;
+}
+
+torch::Tensor AttentionImpl::TakeCommitmentLoss() {
+  torch::Tensor loss = commitment_.defined() ? commitment_ : torch::zeros({}, out->weight.options());
+  commitment_ = torch::Tensor();
+  return loss;
+}
+
+void AttentionImpl::UpdateCodebook(double decay) {
+  if (!recorded_count_.defined()) return;
+  torch::NoGradGuard no_grad;
+  if (ema_count.sum().item<double>() == 0) {  // first update: start from the codebook
+    ema_count.fill_(1.0);
+    ema_sum.copy_(codebook);
+  }
+  ema_count.mul_(decay).add_(recorded_count_, 1.0 - decay);
+  ema_sum.mul_(decay).add_(recorded_sum_, 1.0 - decay);
+  // Laplace smoothing keeps codes no key chose from dividing by ~0.
+  constexpr double kSmoothing = 1e-5;
+  const torch::Tensor total = ema_count.sum(-1, true);
+  const torch::Tensor smoothed =
+      (ema_count + kSmoothing) / (total + kSmoothing * ema_count.size(-1)) * total;
+  codebook.copy_(ema_sum / smoothed.unsqueeze(-1));
+  recorded_count_ = torch::Tensor();
+  recorded_sum_ = torch::Tensor();
 }
 
 torch::Tensor AttentionImpl::ForwardChunked(const torch::Tensor& x, int64_t start,

@@ -28,17 +28,33 @@ class AttentionImpl : public torch::nn::Module {
 
   const AttentionKernel& kernel() const { return *kernel_; }
 
+  // vq training (Transformer-VQ): in training mode with gradients on,
+  // ForwardReference records each key's nearest code; this returns the
+  // commitment loss mean_k |k - sg(C_z)|^2 of the passes since the last call
+  // (a zero scalar for other kinds or when nothing was recorded).
+  torch::Tensor TakeCommitmentLoss();
+  // vq training, after an optimizer step: every code moves to the moving
+  // average (decay `decay`) of the keys recorded for it; clears the record.
+  void UpdateCodebook(double decay);
+
   torch::nn::Linear qkv{nullptr};        // D -> 3 H d, fused q, k, v
   torch::nn::Linear out{nullptr};        // H d -> D
   torch::nn::Linear slot_proj{nullptr};  // compressed: D -> H m slot weights
   torch::Tensor codebook;                // vq: (H, c, d)
   torch::Tensor window_bias;             // vq: (H, W) relative bias b_{i-j}
+  torch::Tensor ema_count;               // vq training buffer: keys per code (H, c)
+  torch::Tensor ema_sum;                 // vq training buffer: their sum (H, c, d)
 
  private:
   AttentionInputs Project(const torch::Tensor& x) const;  // x (B, T, D)
+  void RecordCodes(const torch::Tensor& k);               // k (B, H, T, d)
 
   const ModelConfig config_;
   std::unique_ptr<AttentionKernel> kernel_;
+  // vq training: what RecordCodes saw since the last take or update.
+  torch::Tensor commitment_;     // sum of the recorded passes' losses
+  torch::Tensor recorded_count_;  // (H, c)
+  torch::Tensor recorded_sum_;    // (H, c, d)
 };
 TORCH_MODULE(Attention);
 

@@ -76,6 +76,16 @@ const AttentionKernel& TransformerImpl::kernel() const {
 
 torch::Device TransformerImpl::device() const { return embed->weight.device(); }
 
+torch::Tensor TransformerImpl::TakeCommitmentLoss() {
+  torch::Tensor total = torch::zeros({}, embed->weight.options());
+  for (const auto& block : *blocks) total = total + block->as<BlockImpl>()->attn->TakeCommitmentLoss();
+  return total;
+}
+
+void TransformerImpl::UpdateCodebooks(double decay) {
+  for (const auto& block : *blocks) block->as<BlockImpl>()->attn->UpdateCodebook(decay);
+}
+
 State TransformerImpl::NewState(int64_t batch) const {
   State state;
   auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device());

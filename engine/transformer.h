@@ -64,6 +64,11 @@ class TransformerImpl : public torch::nn::Module {
   // tokens (B), one per session at its own position -> logits (B, V).
   torch::Tensor ForwardStep(const torch::Tensor& tokens, State& state);
 
+  // vq training: the sum over layers of AttentionImpl::TakeCommitmentLoss,
+  // and UpdateCodebook on every layer (no-ops for other kinds).
+  torch::Tensor TakeCommitmentLoss();
+  void UpdateCodebooks(double decay);
+
   // A fresh batch of states on the model's device.
   State NewState(int64_t batch = 1) const;
   const ModelConfig& config() const { return config_; }

@@ -13,6 +13,7 @@
 #include "engine/attention_kernel.h"
 #include "engine/kernel_util.h"
 #include "engine/kernels.h"
+#include "engine/vq_codebook.h"
 
 namespace linserve {
 namespace {
@@ -47,7 +48,9 @@ class VqKernel : public AttentionKernel {
   torch::Tensor Reference(const AttentionInputs& in) const override {
     const int64_t t = in.q.size(2);
     const torch::Tensor positions = PositionRange(0, t, in.q.device());
-    torch::Tensor keys = Dequantize(Quantize(in.k));                      // (B, H, T, d)
+    // Straight-through keys: the value of the code, the gradient of the key
+    // (the codebook itself learns by moving averages, not by gradient).
+    torch::Tensor keys = in.k + (CodeVectors(Quantize(in.k), codebook_) - in.k).detach();
     torch::Tensor scores = torch::matmul(in.q, keys.transpose(-1, -2)) *  // (B, H, T, T)
                            SoftmaxScale(config_, head_dim_, positions).unsqueeze(-1);
     scores = scores + WindowBias(positions, positions);
@@ -133,18 +136,9 @@ class VqKernel : public AttentionKernel {
     return out;
   }
 
-  // Nearest code per key: argmin_c |k - C_c|^2 = argmin_c (|C_c|^2 - 2 k.C_c).
-  torch::Tensor Quantize(const torch::Tensor& k) const {                     // (B, H, T, d)
-    torch::Tensor distance = codebook_.square().sum(-1).unsqueeze(1) -  // (H, 1, c)
-                             2 * CodeProducts(k);                           // (B, H, T, c)
-    return distance.argmin(-1);                                               // (B, H, T)
-  }
-
-  torch::Tensor Dequantize(const torch::Tensor& codes) const {  // (B, H, T) -> (B, H, T, d)
-    const int64_t batch = codes.size(0), t = codes.size(2);
-    return codebook_.unsqueeze(0)
-        .expand({batch, heads_, codes_, head_dim_})
-        .gather(2, codes.unsqueeze(-1).expand({batch, heads_, t, head_dim_}));
+  torch::Tensor Quantize(const torch::Tensor& k) const { return NearestCodes(k, codebook_); }
+  torch::Tensor CodeProducts(const torch::Tensor& x) const {
+    return linserve::CodeProducts(x, codebook_);
   }
 
   // Bias b_{i-j} inside the window, 0 for older keys, -inf for future keys:
@@ -156,17 +150,6 @@ class VqKernel : public AttentionKernel {
     torch::Tensor bias = window_bias_.index_select(1, distance.clamp(0, window_ - 1).flatten())
                              .view({heads_, distance.size(0), distance.size(1)});
     return (bias * in_window).masked_fill(distance < 0, kNegInf);
-  }
-
-  // x . C_c for every code of the head: (B, H, T, d) -> (B, H, T, c). One
-  // matrix product per head over all sessions and positions; a broadcast
-  // matmul would expand the codebook to B x H small products.
-  torch::Tensor CodeProducts(const torch::Tensor& x) const {
-    const int64_t batch = x.size(0), t = x.size(2);
-    torch::Tensor rows = x.transpose(0, 1).reshape({heads_, batch * t, head_dim_});  // (H, B T, d)
-    return torch::matmul(rows, codebook_.transpose(-1, -2))                    // (H, B T, c)
-        .view({heads_, batch, t, codes_})
-        .transpose(0, 1);
   }
 
   // s q . C_c, given query_codes = q . C_c, for the codes that hold at least

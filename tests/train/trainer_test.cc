@@ -154,6 +154,29 @@ TEST_F(TrainerTest, KilledAndResumedEndsWithTheSameFiles) {
   }
 }
 
+// Transformer-VQ's codebook learning: with moving-average updates the codes
+// follow the keys, so quantising costs far less than with a frozen codebook.
+TEST_F(TrainerTest, VqCodebookFollowsTheKeys) {
+  auto corpus = Corpus::Load(corpus_path_);
+  ASSERT_TRUE(corpus.ok());
+  auto quantisation_error = [&](const std::string& out) {
+    auto model = LanguageModel::Load((dir_ / out).string(), torch::kCPU);
+    EXPECT_TRUE(model.ok()) << model.status();
+    Transformer& net = (*model)->module();
+    net->train();
+    std::vector<int64_t> bytes = corpus->ValidationWindows(48, 16);
+    net->ForwardReference(torch::tensor(bytes, torch::kInt64).view({16, 48}));
+    return net->TakeCommitmentLoss().item<double>();  // sum over layers of mean |k - C_z|^2
+  };
+  TrainOptions learning = Tiny(ConfigNamed("vq"), "learning");
+  ASSERT_TRUE(Train(learning).ok());
+  TrainOptions frozen = Tiny(ConfigNamed("vq"), "frozen");
+  frozen.vq_ema_decay = 1.0;  // codes never move
+  ASSERT_TRUE(Train(frozen).ok());
+  const double learned = quantisation_error("learning"), fixed = quantisation_error("frozen");
+  EXPECT_LT(learned, 0.5 * fixed) << "with EMA " << learned << ", frozen " << fixed;
+}
+
 TEST_F(TrainerTest, CheckpointOfAnotherRunIsRefused) {
   TrainOptions options = Tiny(ConfigNamed("linear_elu"), "run");
   options.steps = 20;

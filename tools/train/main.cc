@@ -38,6 +38,8 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the initial weights and the data order");
 ABSL_FLAG(int64_t, eval_every, 100, "steps between validations");
 ABSL_FLAG(int64_t, eval_windows, 64, "validation windows of --context bytes");
 ABSL_FLAG(int64_t, checkpoint_every, 100, "steps between checkpoints (0: none)");
+ABSL_FLAG(double, vq_commitment, 0.01, "vq: weight of the commitment loss");
+ABSL_FLAG(double, vq_ema_decay, 0.99, "vq: moving-average decay of the codebook");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
 ABSL_FLAG(bool, progress, true, "live progress line on stderr");
 
@@ -78,6 +80,8 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_windows = absl::GetFlag(FLAGS_eval_windows);
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o.vq_commitment = absl::GetFlag(FLAGS_vq_commitment);
+  o.vq_ema_decay = absl::GetFlag(FLAGS_vq_ema_decay);
   o.device = absl::GetFlag(FLAGS_device);
   o.progress = absl::GetFlag(FLAGS_progress);
   return o;

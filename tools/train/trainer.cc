@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/language_model.h"
+#include "engine/safetensors.h"
 #include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/corpus.h"
@@ -23,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 constexpr char kCheckpoint[] = "checkpoint";
 constexpr char kOptimizerFile[] = "optimizer.pt";
 constexpr char kTrainerFile[] = "trainer.json";
+constexpr char kBuffersFile[] = "buffers.safetensors";  // vq's codebook averages
 constexpr int64_t kEvalBatch = 16;  // validation windows per forward pass
 
 torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
@@ -33,10 +35,17 @@ torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
 
 // Mean next-byte cross-entropy over windows (N, T + 1), through the chunked
 // form from fresh states (memory linear in T for the constant-state kinds).
+// vq trains through the reference form, the one with straight-through keys.
 torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows) {
   const int64_t t = windows.size(1) - 1;
-  State state = net->NewState(windows.size(0));
-  torch::Tensor logits = net->ForwardChunked(windows.narrow(1, 0, t), state);  // (N, T, V)
+  const torch::Tensor inputs = windows.narrow(1, 0, t);
+  torch::Tensor logits;  // (N, T, V)
+  if (net->is_training() && net->config().attention.kind == AttentionKind::kVq) {
+    logits = net->ForwardReference(inputs);
+  } else {
+    State state = net->NewState(windows.size(0));
+    logits = net->ForwardChunked(inputs, state);
+  }
   return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                               windows.narrow(1, 1, t).reshape({-1}));
 }
@@ -56,6 +65,8 @@ nlohmann::json RunJson(const TrainOptions& o, const Corpus& corpus) {
           {"warmup", o.schedule.warmup},
           {"weight_decay", o.weight_decay},
           {"grad_clip", o.grad_clip},
+          {"vq_commitment", o.vq_commitment},
+          {"vq_ema_decay", o.vq_ema_decay},
           {"seed", o.seed}};
 }
 
@@ -95,7 +106,7 @@ absl::Status WriteJson(const nlohmann::json& json, const fs::path& path) {
 // Writes the checkpoint beside the old one, then swaps directories, so a
 // kill at any moment leaves a whole checkpoint (checkpoint/ or, between the
 // two renames, checkpoint.old/).
-absl::Status SaveCheckpoint(const LanguageModel& model, torch::optim::AdamW& optimizer,
+absl::Status SaveCheckpoint(LanguageModel& model, torch::optim::AdamW& optimizer,
                             const nlohmann::json& trainer_state, const fs::path& out_dir) {
   const fs::path final_dir = out_dir / kCheckpoint;
   const fs::path temp_dir = out_dir / absl::StrCat(kCheckpoint, ".tmp");
@@ -107,6 +118,9 @@ absl::Status SaveCheckpoint(const LanguageModel& model, torch::optim::AdamW& opt
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("checkpoint: ", e.what_without_backtrace()));
   }
+  TensorMap buffers;
+  for (const auto& item : model.module()->named_buffers()) buffers[item.key()] = item.value().cpu();
+  LINSERVE_RETURN_IF_ERROR(WriteSafetensorsFile((temp_dir / kBuffersFile).string(), buffers));
   LINSERVE_RETURN_IF_ERROR(WriteJson(trainer_state, temp_dir / kTrainerFile));
   fs::remove_all(old_dir);
   if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
@@ -197,6 +211,16 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     } catch (const c10::Error& e) {
       return absl::DataLossError(absl::StrCat("checkpoint optimizer: ", e.what_without_backtrace()));
     }
+    LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents buffers,
+                              ReadSafetensorsFile((checkpoint / kBuffersFile).string()));
+    torch::NoGradGuard no_grad;
+    for (auto& item : net->named_buffers()) {
+      auto saved = buffers.tensors.find(item.key());
+      if (saved == buffers.tensors.end()) {
+        return absl::DataLossError(absl::StrCat("checkpoint: buffer '", item.key(), "' missing"));
+      }
+      item.value().copy_(saved->second);
+    }
   }
   std::vector<torch::Tensor> parameters = net->parameters();
 
@@ -217,11 +241,13 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
             corpus.TrainWindows(options.seed, step, micro, options.batch_size, options.context + 1),
             options.context + 1, device);
         torch::Tensor loss = WindowLoss(net, windows);
-        (loss / static_cast<double>(options.accumulation)).backward();
+        torch::Tensor objective = loss + options.vq_commitment * net->TakeCommitmentLoss();
+        (objective / static_cast<double>(options.accumulation)).backward();
         loss_sum += loss.item<double>();
       }
       if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters, options.grad_clip);
       optimizer->step();
+      net->UpdateCodebooks(options.vq_ema_decay);
       result.train_loss = loss_sum / static_cast<double>(options.accumulation);
 
       const int64_t done = step + 1;

@@ -28,6 +28,8 @@ struct TrainOptions {
   int64_t eval_every = 100;      // steps between validations (and at the end)
   int64_t eval_windows = 64;     // validation windows of `context` bytes
   int64_t checkpoint_every = 100;  // steps between checkpoints; 0 = only at the end
+  double vq_commitment = 0.01;   // vq: weight of the commitment loss
+  double vq_ema_decay = 0.99;    // vq: moving-average decay of the codebook
   std::string device = "cpu";
   bool progress = true;          // live progress line on stderr
 };
