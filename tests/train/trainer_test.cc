@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
 #include "tools/train/corpus.h"
+#include "tools/train/evaluation.h"
 
 namespace linserve {
 namespace {
@@ -96,6 +97,25 @@ TEST_F(TrainerTest, TrainingLowersValidationLossForEveryKind) {
     ASSERT_TRUE(again.ok());
     EXPECT_NEAR(*again, result->val_loss, 1e-5) << named.name;
     EXPECT_EQ((*loaded)->config().training["corpus_sha256"], corpus->sha256());
+  }
+}
+
+// The evaluation's three forms agree on a trained model, for every kind.
+TEST_F(TrainerTest, ValidationLossIsTheSameInEveryForm) {
+  auto corpus = Corpus::Load(corpus_path_);
+  ASSERT_TRUE(corpus.ok());
+  for (const NamedConfig& named : AllKindConfigs()) {
+    TrainOptions options = Tiny(named.config, named.name);
+    options.steps = 30;
+    ASSERT_TRUE(Train(options).ok()) << named.name;
+    auto model = LanguageModel::Load(options.out_dir, torch::kCPU);
+    ASSERT_TRUE(model.ok());
+    auto chunked = ValidationLoss(**model, *corpus, 40, 8, Form::kChunked);
+    auto reference = ValidationLoss(**model, *corpus, 40, 8, Form::kReference);
+    auto recurrent = ValidationLoss(**model, *corpus, 40, 8, Form::kRecurrent);
+    ASSERT_TRUE(chunked.ok() && reference.ok() && recurrent.ok());
+    EXPECT_NEAR(*chunked, *reference, 1e-4) << named.name;
+    EXPECT_NEAR(*recurrent, *reference, 1e-4) << named.name;
   }
 }
 

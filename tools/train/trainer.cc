@@ -14,6 +14,7 @@
 #include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/corpus.h"
+#include "tools/train/evaluation.h"
 
 namespace linserve {
 namespace {
@@ -25,7 +26,6 @@ constexpr char kCheckpoint[] = "checkpoint";
 constexpr char kOptimizerFile[] = "optimizer.pt";
 constexpr char kTrainerFile[] = "trainer.json";
 constexpr char kBuffersFile[] = "buffers.safetensors";  // vq's codebook averages
-constexpr int64_t kEvalBatch = 16;  // validation windows per forward pass
 
 torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
                            const torch::Device& device) {
@@ -33,21 +33,11 @@ torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
   return torch::tensor(bytes, torch::kInt64).view({count, length}).to(device);  // (N, T + 1)
 }
 
-// Mean next-byte cross-entropy over windows (N, T + 1), through the chunked
-// form from fresh states (memory linear in T for the constant-state kinds).
-// vq trains through the reference form, the one with straight-through keys.
-torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows) {
-  const int64_t t = windows.size(1) - 1;
-  const torch::Tensor inputs = windows.narrow(1, 0, t);
-  torch::Tensor logits;  // (N, T, V)
-  if (net->is_training() && net->config().attention.kind == AttentionKind::kVq) {
-    logits = net->ForwardReference(inputs);
-  } else {
-    State state = net->NewState(windows.size(0));
-    logits = net->ForwardChunked(inputs, state);
-  }
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              windows.narrow(1, 1, t).reshape({-1}));
+// The chunked form keeps memory linear in the context for the constant-state
+// kinds; vq trains through the reference form, the one with straight-through
+// keys.
+Form TrainingForm(const ModelConfig& config) {
+  return config.attention.kind == AttentionKind::kVq ? Form::kReference : Form::kChunked;
 }
 
 // Everything that decides the weights; a checkpoint resumes only a run with
@@ -141,28 +131,6 @@ fs::path FindCheckpoint(const fs::path& out_dir) {
 
 }  // namespace
 
-absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus, int64_t context,
-                                      int64_t windows) {
-  const std::vector<int64_t> bytes = corpus.ValidationWindows(context + 1, windows);
-  if (bytes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "validation split has ", corpus.validation_bytes(), " bytes, fewer than context + 1 = ",
-        context + 1));
-  }
-  try {
-    torch::NoGradGuard no_grad;
-    torch::Tensor all = WindowTensor(bytes, context + 1, model.device());
-    double total = 0;
-    for (int64_t start = 0; start < all.size(0); start += kEvalBatch) {
-      torch::Tensor batch = all.narrow(0, start, std::min(kEvalBatch, all.size(0) - start));
-      total += WindowLoss(model.module(), batch).item<double>() * batch.size(0);
-    }
-    return total / all.size(0);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("validation: ", e.what_without_backtrace()));
-  }
-}
-
 absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   LINSERVE_RETURN_IF_ERROR(options.config.Validate());
   if (options.steps <= 0 || options.batch_size <= 0 || options.accumulation <= 0 ||
@@ -240,7 +208,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
         torch::Tensor windows = WindowTensor(
             corpus.TrainWindows(options.seed, step, micro, options.batch_size, options.context + 1),
             options.context + 1, device);
-        torch::Tensor loss = WindowLoss(net, windows);
+        torch::Tensor loss = WindowLoss(net, windows, TrainingForm(options.config));
         torch::Tensor objective = loss + options.vq_commitment * net->TakeCommitmentLoss();
         (objective / static_cast<double>(options.accumulation)).backward();
         loss_sum += loss.item<double>();

@@ -10,9 +10,6 @@
 
 namespace linserve {
 
-class Corpus;
-class LanguageModel;
-
 struct TrainOptions {
   ModelConfig config;            // architecture and attention kind
   std::string corpus_path;       // byte-level text; first 90% trains, last 10% validates
@@ -46,11 +43,6 @@ struct TrainResult {
 // same weights either way. Writes out_dir/config.json (with the training
 // provenance under "training") and out_dir/model.safetensors.
 absl::StatusOr<TrainResult> Train(const TrainOptions& options);
-
-// Mean next-byte cross-entropy (nats/byte) of `model` over up to `windows`
-// validation windows of `context` bytes, through the chunked form.
-absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus, int64_t context,
-                                      int64_t windows);
 
 }  // namespace linserve
 
