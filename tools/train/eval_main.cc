@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   int64_t context = absl::GetFlag(FLAGS_context);
   if (context <= 0) context = (*model)->config().training.value("context", int64_t{256});
 
+  std::printf("state bytes per session: %lld\n",
+              static_cast<long long>((*model)->StateBytes(context)));
   double first = 0, widest = 0;
   bool have_first = false;
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_forms), ',', absl::SkipEmpty())) {

@@ -103,9 +103,9 @@ int main(int argc, char** argv) {
     std::cerr << "linserve-train: " << result.status() << std::endl;
     return 1;
   }
-  std::printf("%s %lld steps: train %.4f nats/byte, validation %.4f nats/byte -> %s\n",
-              result->resumed ? "resumed, finished" : "finished",
-              static_cast<long long>(result->steps), result->train_loss, result->val_loss,
-              options->out_dir.c_str());
+  std::printf(
+      "%s %lld steps: train %.4f nats/byte, validation %.4f nats/byte, %.0f tokens/s -> %s\n",
+      result->resumed ? "resumed, finished" : "finished", static_cast<long long>(result->steps),
+      result->train_loss, result->val_loss, result->tokens_per_s, options->out_dir.c_str());
   return 0;
 }

@@ -262,6 +262,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   }
   result.steps = step;
   result.val_loss = val_loss;
+  if (step > first_step) {
+    result.tokens_per_s = static_cast<double>((step - first_step) * tokens_per_step) /
+                          std::chrono::duration<double>(Clock::now() - started).count();
+  }
 
   LINSERVE_RETURN_IF_ERROR(model->Save(out_dir.string()));
   ModelConfig final_config = model->config();

@@ -36,6 +36,7 @@ struct TrainResult {
   double train_loss = 0;  // nats/byte, mean of the last step's micro-batches
   double val_loss = 0;    // nats/byte on the validation windows
   bool resumed = false;   // continued from a checkpoint
+  double tokens_per_s = 0;  // training tokens per second of this invocation's steps
 };
 
 // Trains from scratch, or continues from out_dir/checkpoint/ when a run with
