@@ -25,6 +25,12 @@ const char* FormName(Form form) {
   return "chunked";
 }
 
+torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
+                           const torch::Device& device) {
+  const int64_t count = static_cast<int64_t>(bytes.size()) / length;
+  return torch::tensor(bytes, torch::kInt64).view({count, length}).to(device);
+}
+
 absl::StatusOr<Form> ParseForm(const std::string& name) {
   for (Form form : {Form::kChunked, Form::kReference, Form::kRecurrent}) {
     if (name == FormName(form)) return form;
@@ -63,9 +69,8 @@ absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus
   }
   try {
     torch::NoGradGuard no_grad;
-    const int64_t count = static_cast<int64_t>(bytes.size()) / (context + 1);
-    torch::Tensor all =
-        torch::tensor(bytes, torch::kInt64).view({count, context + 1}).to(model.device());
+    torch::Tensor all = WindowTensor(bytes, context + 1, model.device());  // (N, T + 1)
+    const int64_t count = all.size(0);
     double total = 0;
     for (int64_t start = 0; start < count; start += kEvalBatch) {
       torch::Tensor batch = all.narrow(0, start, std::min(kEvalBatch, count - start));

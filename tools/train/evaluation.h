@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/transformer.h"
@@ -16,6 +17,10 @@ class LanguageModel;
 enum class Form { kChunked, kReference, kRecurrent };
 const char* FormName(Form form);
 absl::StatusOr<Form> ParseForm(const std::string& name);
+
+// Byte ids (count * length, row-major) as a (count, length) tensor on `device`.
+torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
+                           const torch::Device& device);
 
 // Mean next-byte cross-entropy (nats/byte) over windows (N, T + 1) of byte
 // ids, each scored from a fresh state. Differentiable when gradients are on.

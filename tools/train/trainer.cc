@@ -27,12 +27,6 @@ constexpr char kOptimizerFile[] = "optimizer.pt";
 constexpr char kTrainerFile[] = "trainer.json";
 constexpr char kBuffersFile[] = "buffers.safetensors";  // vq's codebook averages
 
-torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
-                           const torch::Device& device) {
-  const int64_t count = static_cast<int64_t>(bytes.size()) / length;
-  return torch::tensor(bytes, torch::kInt64).view({count, length}).to(device);  // (N, T + 1)
-}
-
 // The chunked form keeps memory linear in the context for the constant-state
 // kinds; vq trains through the reference form, the one with straight-through
 // keys.
