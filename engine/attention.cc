@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "engine/kernels.h"
+#include "engine/token_shift.h"
 #include "engine/vq_codebook.h"
 
 namespace linserve {
@@ -55,17 +56,39 @@ AttentionImpl::AttentionImpl(const ModelConfig& config) : config_(config) {
         torch::nn::Linear(torch::nn::LinearOptions(d_model, heads * config.attention.slots).bias(false)));
   }
   kernel_ = MakeAttentionKernel(config, params);
+  if (config.attention.token_shift) {
+    // Channels start spread from "this position only" to "previous only",
+    // so some of each kind of mix is there from the first step.
+    shift_mix = register_parameter(
+        "shift_mix", torch::linspace(0.0, 1.0, d_model).unsqueeze(0).repeat({3, 1}));
+    kernel_ = WithTokenShiftState(std::move(kernel_), d_model);
+  }
 }
 
-AttentionInputs AttentionImpl::Project(const torch::Tensor& x) const {
+AttentionInputs AttentionImpl::Project(const torch::Tensor& x,
+                                       const torch::Tensor& previous) const {
   const int64_t batch = x.size(0), t = x.size(1);
   const int64_t heads = config_.n_heads, head_dim = config_.head_dim;
-  // (B, T, 3, H, d) -> three (B, H, T, d)
-  torch::Tensor fused = LinearNoBias(x, qkv->weight).view({batch, t, 3, heads, head_dim});
   AttentionInputs in;
-  in.q = fused.select(2, 0).transpose(1, 2);
-  in.k = fused.select(2, 1).transpose(1, 2);
-  in.v = fused.select(2, 2).transpose(1, 2);
+  if (shift_mix.defined()) {
+    // Three inputs, so three products with the q, k and v rows of the weight.
+    const torch::Tensor delta = previous - x;
+    auto project = [&](int64_t i) {
+      torch::Tensor mixed = x + delta * shift_mix[i];
+      return LinearNoBias(mixed, qkv->weight.narrow(0, i * heads * head_dim, heads * head_dim))
+          .view({batch, t, heads, head_dim})
+          .transpose(1, 2);
+    };
+    in.q = project(0);
+    in.k = project(1);
+    in.v = project(2);
+  } else {
+    // (B, T, 3, H, d) -> three (B, H, T, d)
+    torch::Tensor fused = LinearNoBias(x, qkv->weight).view({batch, t, 3, heads, head_dim});
+    in.q = fused.select(2, 0).transpose(1, 2);
+    in.k = fused.select(2, 1).transpose(1, 2);
+    in.v = fused.select(2, 2).transpose(1, 2);
+  }
   if (slot_proj) {
     in.slot_logits = LinearNoBias(x, slot_proj->weight)
                          .view({batch, t, heads, config_.attention.slots})
@@ -82,7 +105,9 @@ torch::Tensor MergeHeads(const torch::Tensor& x) {
 }  // namespace
 
 torch::Tensor AttentionImpl::ForwardReference(const torch::Tensor& x) {
-  AttentionInputs in = Project(x);
+  torch::Tensor previous;
+  if (shift_mix.defined()) previous = PreviousInputs(x, torch::zeros_like(x.select(1, 0)));
+  AttentionInputs in = Project(x, previous);
   if (codebook.defined() && is_training() && torch::GradMode::is_enabled()) RecordCodes(in.k);
   return LinearNoBias(MergeHeads(kernel_->Reference(in)), out->weight);
 }
@@ -129,12 +154,20 @@ void AttentionImpl::UpdateCodebook(double decay) {
 
 torch::Tensor AttentionImpl::ForwardChunked(const torch::Tensor& x, int64_t start,
                                             LayerState& state) {
-  return LinearNoBias(MergeHeads(kernel_->Chunked(Project(x), start, state)), out->weight);
+  torch::Tensor previous;
+  if (shift_mix.defined()) previous = PreviousInputs(x, state.back());
+  torch::Tensor y = kernel_->Chunked(Project(x, previous), start, state);
+  if (shift_mix.defined()) state.back() = x.select(1, x.size(1) - 1).clone();
+  return LinearNoBias(MergeHeads(y), out->weight);
 }
 
 torch::Tensor AttentionImpl::ForwardStep(const torch::Tensor& x, const torch::Tensor& positions,
                                          LayerState& state) {
-  torch::Tensor y = kernel_->Step(Project(x.unsqueeze(1)), positions, state);  // (B, H, 1, d)
+  torch::Tensor previous;
+  if (shift_mix.defined()) previous = state.back().unsqueeze(1);
+  torch::Tensor y =
+      kernel_->Step(Project(x.unsqueeze(1), previous), positions, state);  // (B, H, 1, d)
+  if (shift_mix.defined()) state.back() = x;
   return LinearNoBias(MergeHeads(y).squeeze(1), out->weight);
 }
 

@@ -42,11 +42,15 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear slot_proj{nullptr};  // compressed: D -> H m slot weights
   torch::Tensor codebook;                // vq: (H, c, d)
   torch::Tensor window_bias;             // vq: (H, W) relative bias b_{i-j}
+  torch::Tensor shift_mix;               // token_shift: (3, D) weight of the previous
+                                         // input in q's, k's and v's input
   torch::Tensor ema_count;               // vq training buffer: keys per code (H, c)
   torch::Tensor ema_sum;                 // vq training buffer: their sum (H, c, d)
 
  private:
-  AttentionInputs Project(const torch::Tensor& x) const;  // x (B, T, D)
+  // x (B, T, D); `previous` (B, T, D) is the input one position earlier,
+  // used (and required) with token_shift only.
+  AttentionInputs Project(const torch::Tensor& x, const torch::Tensor& previous) const;
   void RecordCodes(const torch::Tensor& k);               // k (B, H, T, d)
 
   const ModelConfig config_;

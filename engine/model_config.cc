@@ -165,7 +165,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& j) {
     if (!a.is_object()) return absl::InvalidArgumentError("config: 'attention' must be an object");
     LINSERVE_RETURN_IF_ERROR(RejectUnknownKeys(
         a,
-        {"kind", "rope", "rope_theta", "scale", "chunk_size", "codebook_size", "window", "slots"},
+        {"kind", "rope", "rope_theta", "scale", "chunk_size", "codebook_size", "window", "slots",
+         "token_shift"},
         "attention."));
     std::string kind = AttentionKindName(c.attention.kind);
     LINSERVE_RETURN_IF_ERROR(ReadOptional(a, "kind", "attention.", &kind));
@@ -187,6 +188,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& j) {
         ReadOptional(a, "codebook_size", "attention.", &c.attention.codebook_size));
     LINSERVE_RETURN_IF_ERROR(ReadOptional(a, "window", "attention.", &c.attention.window));
     LINSERVE_RETURN_IF_ERROR(ReadOptional(a, "slots", "attention.", &c.attention.slots));
+    LINSERVE_RETURN_IF_ERROR(
+        ReadOptional(a, "token_shift", "attention.", &c.attention.token_shift));
   }
   if (auto it = j.find("tokenizer"); it != j.end()) {
     const json& t = *it;
@@ -215,7 +218,8 @@ json ModelConfigToJson(const ModelConfig& c) {
                     {"chunk_size", a.chunk_size},
                     {"scale", a.scale == AttentionScale::kEntropyInvariant ? "entropy_invariant"
                                                                           : "default"},
-                    {"rope", a.rope}};
+                    {"rope", a.rope},
+                    {"token_shift", a.token_shift}};
   if (a.rope) attention["rope_theta"] = a.rope_theta;
   if (a.kind == AttentionKind::kVq) {
     attention["codebook_size"] = a.codebook_size;

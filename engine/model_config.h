@@ -40,6 +40,10 @@ struct AttentionConfig {
   int64_t codebook_size = 64;   // vq: codes per head
   int64_t window = 64;          // vq: exact-softmax window W
   int64_t slots = 16;           // compressed: memory slots per head
+  // Every kind: q, k, v from a learned per-channel mix of this position's
+  // input and the previous one's (engine/token_shift.h); adds d_model floats
+  // per layer to the state.
+  bool token_shift = false;
 };
 
 // The architecture of DESIGN.md section 2, read from a model's config.json.

@@ -1,5 +1,7 @@
 #include "engine/state.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "absl/strings/numbers.h"
@@ -117,7 +119,10 @@ std::string SerializeState(const State& state, const AttentionKernel& kernel) {
     for (size_t i = 0; i < specs.size(); ++i) {
       torch::Tensor t = state.layers[layer][i].squeeze(0);
       // A growing cache may hold spare capacity beyond the position.
-      if (kernel.GrowsWithPosition()) t = t.narrow(kGrowDim - 1, 0, position);
+      const std::vector<int64_t>& shape = specs[i].shape;
+      if (std::find(shape.begin(), shape.end(), -1) != shape.end()) {
+        t = t.narrow(kGrowDim - 1, 0, position);
+      }
       tensors[TensorName(layer, specs[i].name)] = t;
     }
   }

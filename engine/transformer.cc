@@ -64,6 +64,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
     if (name.find("norm.weight") != std::string::npos) continue;  // gains stay 1
     if (name.find("window_bias") != std::string::npos) continue;  // starts neutral
     if (name.find("codebook") != std::string::npos) continue;     // keeps N(0, 1)
+    if (name.find("shift_mix") != std::string::npos) continue;    // keeps its spread
     const bool residual = name.find("attn.out.") != std::string::npos ||
                           name.find("mlp.proj.") != std::string::npos;
     p.normal_(0.0, residual ? residual_std : 0.02);

@@ -12,12 +12,14 @@ TEST(ModelConfigTest, RoundTripsThroughJson) {
   config.attention.kind = AttentionKind::kVq;
   config.attention.window = 32;
   config.attention.scale = AttentionScale::kEntropyInvariant;
+  config.attention.token_shift = true;
   config.training = {{"seed", 7}};
   auto parsed = ModelConfigFromJson(ModelConfigToJson(config));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(ModelConfigToJson(*parsed), ModelConfigToJson(config));
   EXPECT_EQ(parsed->attention.kind, AttentionKind::kVq);
   EXPECT_EQ(parsed->attention.window, 32);
+  EXPECT_TRUE(parsed->attention.token_shift);
   EXPECT_EQ(parsed->training["seed"], 7);
 }
 
@@ -37,6 +39,7 @@ TEST(ModelConfigTest, ErrorsNameTheField) {
       {{{"attention", {{"kind", "linear_elu"}, {"scale", "entropy_invariant"}}}},
        "'entropy_invariant' applies to"},
       {{{"tokenizer", {{"type", "bpe"}}}}, "tokenizer.type 'bpe'"},
+      {{{"attention", {{"token_shift", 1}}}}, "'attention.token_shift' has the wrong type"},
   };
   for (const Case& c : cases) {
     auto parsed = ModelConfigFromJson(c.config);

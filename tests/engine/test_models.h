@@ -44,6 +44,11 @@ inline std::vector<NamedConfig> AllKindConfigs() {
       c.attention.rope = true;
       out.push_back({std::string(AttentionKindName(kind)) + "_rope", c});
     }
+    {
+      ModelConfig c = make(kind);
+      c.attention.token_shift = true;
+      out.push_back({std::string(AttentionKindName(kind)) + "_shift", c});
+    }
     if (IsSoftmaxFamilyKind(kind)) {
       ModelConfig c = make(kind);
       c.attention.scale = AttentionScale::kEntropyInvariant;

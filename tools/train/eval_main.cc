@@ -7,8 +7,10 @@
 // (config.json training.context).
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -22,7 +24,9 @@
 ABSL_FLAG(std::string, model, "", "model directory (config.json + model.safetensors)");
 ABSL_FLAG(std::string, corpus, "", "the text corpus; its last 10% of bytes are scored");
 ABSL_FLAG(int64_t, context, 0, "bytes per window; 0: the model's training context (or 256)");
-ABSL_FLAG(int64_t, windows, 64, "validation windows, evenly spaced over the held-out bytes");
+ABSL_FLAG(int64_t, windows, 64,
+          "validation windows, evenly spaced over the held-out bytes; 0: every non-overlapping "
+          "window (the whole held-out split)");
 ABSL_FLAG(std::string, forms, "chunked", "comma-separated: chunked, reference, recurrent");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
 
@@ -42,6 +46,9 @@ int main(int argc, char** argv) {
   int64_t context = absl::GetFlag(FLAGS_context);
   if (context <= 0) context = (*model)->config().training.value("context", int64_t{256});
 
+  int64_t windows = absl::GetFlag(FLAGS_windows);
+  if (windows <= 0) windows = std::numeric_limits<int64_t>::max();
+
   std::printf("state bytes per session: %lld\n",
               static_cast<long long>((*model)->StateBytes(context)));
   double first = 0, widest = 0;
@@ -49,12 +56,12 @@ int main(int argc, char** argv) {
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_forms), ',', absl::SkipEmpty())) {
     absl::StatusOr<linserve::Form> form = linserve::ParseForm(std::string(name));
     if (!form.ok()) return fail(form.status());
-    absl::StatusOr<double> loss = linserve::ValidationLoss(**model, *corpus, context,
-                                                           absl::GetFlag(FLAGS_windows), *form);
+    absl::StatusOr<double> loss =
+        linserve::ValidationLoss(**model, *corpus, context, windows, *form);
     if (!loss.ok()) return fail(loss.status());
+    const int64_t scored = std::min(windows, corpus->validation_bytes() / (context + 1));
     std::printf("%-10s %.4f nats/byte  (context %lld, %lld windows)\n", linserve::FormName(*form),
-                *loss, static_cast<long long>(context),
-                static_cast<long long>(absl::GetFlag(FLAGS_windows)));
+                *loss, static_cast<long long>(context), static_cast<long long>(scored));
     if (!have_first) first = *loss, have_first = true;
     widest = std::max(widest, std::abs(*loss - first));
   }

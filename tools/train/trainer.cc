@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/language_model.h"
@@ -60,11 +63,12 @@ std::string Duration(double seconds) {
                    : absl::StrFormat("%dm%02ds", s / 60, s % 60);
 }
 
-// AdamW with weight decay on matrices only (not norms, not the vq codebook).
+// AdamW with weight decay on the weight matrices only (not norms, the vq
+// codebook and window bias, or the token-shift mix).
 std::unique_ptr<torch::optim::AdamW> MakeOptimizer(Transformer& net, const TrainOptions& o) {
   std::vector<torch::Tensor> decayed, plain;
   for (const auto& item : net->named_parameters()) {
-    const bool matrix = item.value().dim() == 2;
+    const bool matrix = item.value().dim() == 2 && absl::EndsWith(item.key(), ".weight");
     (matrix ? decayed : plain).push_back(item.value());
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -190,6 +194,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   const Clock::time_point started = Clock::now();
   const int64_t first_step = step;
   double val_loss = -1;
+  const bool on_terminal = isatty(fileno(stderr)) != 0;
   try {
     for (; step < options.steps; ++step) {
       const double lr = schedule.At(step);
@@ -213,7 +218,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
       result.train_loss = loss_sum / static_cast<double>(options.accumulation);
 
       const int64_t done = step + 1;
-      if (done % options.eval_every == 0 || done == options.steps) {
+      const bool validated = done % options.eval_every == 0 || done == options.steps;
+      if (validated) {
         net->eval();
         LINSERVE_ASSIGN_OR_RETURN(val_loss, ValidationLoss(*model, corpus, options.context,
                                                           options.eval_windows));
@@ -231,16 +237,18 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
              {"train_loss", result.train_loss}},
             out_dir));
       }
-      if (options.progress) {
+      // On a terminal the line redraws every step; in a log, one line per
+      // validation.
+      if (options.progress && (on_terminal || validated)) {
         const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
         const double rate = static_cast<double>((done - first_step) * tokens_per_step) / seconds;
         const double eta = seconds / static_cast<double>(done - first_step) *
                            static_cast<double>(options.steps - done);
-        std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  val %s  %.0f tokens/s  ETA %s   ",
-                     static_cast<long long>(done), static_cast<long long>(options.steps),
+        std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  val %s  %.0f tokens/s  ETA %s   %s",
+                     on_terminal ? "\r" : "", static_cast<long long>(done), static_cast<long long>(options.steps),
                      result.train_loss,
                      val_loss < 0 ? "-" : absl::StrFormat("%.4f", val_loss).c_str(), rate,
-                     Duration(eta).c_str());
+                     Duration(eta).c_str(), on_terminal ? "" : "\n");
         std::fflush(stderr);
       }
     }
@@ -248,7 +256,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     return absl::InternalError(absl::StrCat("training step ", step, ": ",
                                             e.what_without_backtrace()));
   }
-  if (options.progress) std::fprintf(stderr, "\n");
+  if (options.progress && on_terminal) std::fprintf(stderr, "\n");
   net->eval();
   if (val_loss < 0) {  // resumed at the end: nothing ran
     LINSERVE_ASSIGN_OR_RETURN(val_loss, ValidationLoss(*model, corpus, options.context,
