@@ -1,0 +1,137 @@
+#include "server/state_file.h"
+
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "engine/sha256.h"
+#include "nlohmann/json.hpp"
+
+namespace linserve {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kMagic[8] = {'L', 'N', 'S', 'V', 'S', 'T', 'A', 'T'};
+constexpr size_t kChecksumBytes = 32;
+// magic, version, header length, payload length, checksum
+constexpr size_t kFixedBytes = 8 + 4 + 4 + 8 + kChecksumBytes;
+
+void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t ReadLittleEndian(std::string_view bytes, size_t offset, int width) {
+  uint64_t value = 0;
+  for (int i = 0; i < width; ++i) {
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  }
+  return value;
+}
+
+// 32 raw bytes from 64 hex digits.
+std::string HexToBytes(const std::string& hex) {
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+std::string Checksum(std::string_view bytes) { return HexToBytes(Sha256Hex({bytes})); }
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("state file: ", what));
+}
+
+}  // namespace
+
+std::string EncodeStateFile(const SessionRecord& r) {
+  const std::string header = json{{"model_fingerprint", r.model_fingerprint},
+                                  {"tenant", r.tenant},
+                                  {"session_id", r.session_id},
+                                  {"position", r.position},
+                                  {"pending_token", r.pending_token},
+                                  {"rng_seed", r.rng_seed},
+                                  {"rng_draws", r.rng_draws},
+                                  {"created_unix_ms", r.created_unix_ms},
+                                  {"last_used_unix_ms", r.last_used_unix_ms}}
+                                 .dump();
+  std::string out(kMagic, sizeof(kMagic));
+  out.reserve(kFixedBytes + header.size() + r.payload.size());
+  AppendLittleEndian(out, kStateFormatVersion, 4);
+  AppendLittleEndian(out, header.size(), 4);
+  out += header;
+  AppendLittleEndian(out, r.payload.size(), 8);
+  out += r.payload;
+  out += Checksum(out);
+  return out;
+}
+
+absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes) {
+  if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("state file: ", bytes.size(),
+                                                     " bytes is over the limit of ", max_bytes));
+  }
+  if (bytes.size() < kFixedBytes) {
+    return Corrupt(absl::StrCat(bytes.size(), " bytes is shorter than the smallest file (",
+                                kFixedBytes, ")"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return Corrupt("bad magic");
+  const uint64_t header_bytes = ReadLittleEndian(bytes, 12, 4);
+  if (header_bytes > static_cast<uint64_t>(kMaxStateHeaderBytes) ||
+      header_bytes > bytes.size() - kFixedBytes) {
+    return Corrupt(absl::StrCat("header length ", header_bytes, " does not fit the file"));
+  }
+  const size_t payload_at = 16 + header_bytes + 8;
+  const uint64_t payload_bytes = ReadLittleEndian(bytes, 16 + header_bytes, 8);
+  if (payload_bytes != bytes.size() - payload_at - kChecksumBytes) {
+    return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
+  }
+  const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
+  if (Checksum(body) != bytes.substr(body.size())) return Corrupt("checksum mismatch");
+
+  // From here the bytes are as written; what follows is about their format.
+  const uint64_t version = ReadLittleEndian(bytes, 8, 4);
+  if (version != kStateFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state file: format version ", version, " is not the supported ", kStateFormatVersion));
+  }
+  const json header = json::parse(bytes.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) return Corrupt("header is not a JSON object");
+  SessionRecord r;
+  try {
+    r.model_fingerprint = header.at("model_fingerprint").get<std::string>();
+    r.tenant = header.at("tenant").get<std::string>();
+    r.session_id = header.at("session_id").get<std::string>();
+    r.position = header.at("position").get<int64_t>();
+    r.pending_token = header.at("pending_token").get<int64_t>();
+    r.rng_seed = header.at("rng_seed").get<uint64_t>();
+    r.rng_draws = header.at("rng_draws").get<uint64_t>();
+    r.created_unix_ms = header.at("created_unix_ms").get<int64_t>();
+    r.last_used_unix_ms = header.at("last_used_unix_ms").get<int64_t>();
+  } catch (const json::exception& e) {
+    return Corrupt(absl::StrCat("header: ", e.what()));
+  }
+  if (r.position < 0) return Corrupt(absl::StrCat("position ", r.position, " is negative"));
+  if (r.pending_token < -1) {
+    return Corrupt(absl::StrCat("pending_token ", r.pending_token, " is below -1"));
+  }
+  r.payload = std::string(bytes.substr(payload_at, payload_bytes));
+  return r;
+}
+
+absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
+                                                     std::string_view fingerprint) {
+  absl::StatusOr<SessionRecord> record = DecodeStateFile(bytes, max_bytes);
+  if (record.ok() && record->model_fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state file: of model ", record->model_fingerprint.substr(0, 12),
+                     "..., not the served model ", std::string(fingerprint.substr(0, 12)),
+                     "..."));
+  }
+  return record;
+}
+
+}  // namespace linserve

@@ -1,0 +1,60 @@
+#ifndef LINSERVE_SERVER_STATE_FILE_H_
+#define LINSERVE_SERVER_STATE_FILE_H_
+
+// The state file of DESIGN.md section 3: one session as bytes, the same on
+// disk, in Redis and in Export/ImportSession.
+//
+//   offset  size  field
+//   0       8     magic "LNSVSTAT"
+//   8       4     format version (uint32 LE), 1
+//   12      4     header length H (uint32 LE), at most kMaxStateHeaderBytes
+//   16      H     header: JSON object {model_fingerprint, tenant, session_id,
+//                 position, pending_token, rng_seed, rng_draws,
+//                 created_unix_ms, last_used_unix_ms}
+//   16+H    8     payload length P (uint64 LE)
+//   24+H    P     payload: the engine's SerializeState bytes (a safetensors
+//                 tensor table and the tensors)
+//   24+H+P  32    SHA-256 of every byte before it
+//
+// Decoding checks sizes before it reads or allocates, then the checksum, and
+// only then interprets the header: a corrupt file is DATA_LOSS, a sound file
+// of another format version or model is FAILED_PRECONDITION. The payload's
+// tensors are checked against the model by the engine (DeserializeState).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace linserve {
+
+inline constexpr uint32_t kStateFormatVersion = 1;
+inline constexpr int64_t kMaxStateHeaderBytes = 64 * 1024;
+
+struct SessionRecord {
+  std::string model_fingerprint;  // LanguageModel::Fingerprint(), 64 hex digits
+  std::string tenant;             // owner; empty when auth is off
+  std::string session_id;
+  int64_t position = 0;           // tokens consumed by the state
+  int64_t pending_token = -1;     // sampled but not yet fed to the state; -1: none
+  uint64_t rng_seed = 0;          // the session's sampler: seed and draws so far
+  uint64_t rng_draws = 0;
+  int64_t created_unix_ms = 0;
+  int64_t last_used_unix_ms = 0;
+  std::string payload;            // SerializeState bytes
+};
+
+std::string EncodeStateFile(const SessionRecord& record);
+
+// `max_bytes` bounds the whole file (the server's max state size).
+absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes);
+
+// DecodeStateFile, then FAILED_PRECONDITION unless the file is of the model
+// with `fingerprint`.
+absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
+                                                     std::string_view fingerprint);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_STATE_FILE_H_

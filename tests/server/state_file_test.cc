@@ -1,0 +1,127 @@
+// The state file rejects every damaged copy of itself (DATA_LOSS) and sound
+// files it must not use (FAILED_PRECONDITION), and reads back what it wrote.
+
+#include "server/state_file.h"
+
+#include <random>
+
+#include "engine/sha256.h"
+#include "gtest/gtest.h"
+
+namespace linserve {
+namespace {
+
+constexpr int64_t kMaxBytes = 1 << 20;
+
+SessionRecord Sample() {
+  SessionRecord r;
+  r.model_fingerprint = std::string(64, 'a');
+  r.tenant = "tenant-1";
+  r.session_id = "0123456789abcdef0123456789abcdef";
+  r.position = 4096;
+  r.pending_token = 65;
+  r.rng_seed = 0xfeedbeefcafe;
+  r.rng_draws = 12;
+  r.created_unix_ms = 1700000000000;
+  r.last_used_unix_ms = 1700000001234;
+  for (int i = 0; i < 300; ++i) r.payload.push_back(static_cast<char>(i * 7));
+  return r;
+}
+
+// `file` with its checksum recomputed, as a sound writer of it would have.
+std::string Resealed(std::string file) {
+  file.resize(file.size() - 32);
+  const std::string hex = Sha256Hex({file});
+  for (size_t i = 0; i < 32; ++i) {
+    file.push_back(static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16)));
+  }
+  return file;
+}
+
+TEST(StateFileTest, ReadsBackWhatItWrote) {
+  const SessionRecord r = Sample();
+  auto back = DecodeStateFile(EncodeStateFile(r), kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model_fingerprint, r.model_fingerprint);
+  EXPECT_EQ(back->tenant, r.tenant);
+  EXPECT_EQ(back->session_id, r.session_id);
+  EXPECT_EQ(back->position, r.position);
+  EXPECT_EQ(back->pending_token, r.pending_token);
+  EXPECT_EQ(back->rng_seed, r.rng_seed);
+  EXPECT_EQ(back->rng_draws, r.rng_draws);
+  EXPECT_EQ(back->created_unix_ms, r.created_unix_ms);
+  EXPECT_EQ(back->last_used_unix_ms, r.last_used_unix_ms);
+  EXPECT_EQ(back->payload, r.payload);
+}
+
+TEST(StateFileTest, EveryTruncationIsDataLoss) {
+  const std::string file = EncodeStateFile(Sample());
+  for (size_t length = 0; length < file.size(); ++length) {
+    auto decoded = DecodeStateFile(std::string_view(file).substr(0, length), kMaxBytes);
+    ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << "length " << length;
+  }
+}
+
+TEST(StateFileTest, EverySingleBitFlipIsDataLoss) {
+  const std::string file = EncodeStateFile(Sample());
+  std::mt19937_64 random(3);
+  for (int i = 0; i < 10000; ++i) {
+    std::string damaged = file;
+    const size_t bit = random() % (file.size() * 8);
+    damaged[bit / 8] = static_cast<char>(damaged[bit / 8] ^ (1 << (bit % 8)));
+    ASSERT_EQ(DecodeStateFile(damaged, kMaxBytes).status().code(), absl::StatusCode::kDataLoss)
+        << "bit " << bit;
+  }
+}
+
+TEST(StateFileTest, AppendedBytesAreDataLoss) {
+  EXPECT_EQ(DecodeStateFile(EncodeStateFile(Sample()) + "x", kMaxBytes).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(StateFileTest, AnotherFormatVersionIsFailedPrecondition) {
+  std::string file = EncodeStateFile(Sample());
+  file[8] = 2;  // version 2, checksum made to match
+  auto decoded = DecodeStateFile(Resealed(file), kMaxBytes);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(decoded.status().message().find("format version 2"), std::string::npos)
+      << decoded.status();
+}
+
+TEST(StateFileTest, AnotherModelIsFailedPrecondition) {
+  const std::string file = EncodeStateFile(Sample());
+  EXPECT_TRUE(DecodeStateFileOfModel(file, kMaxBytes, std::string(64, 'a')).ok());
+  auto other = DecodeStateFileOfModel(file, kMaxBytes, std::string(64, 'b'));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+}
+
+TEST(StateFileTest, SoundFileWithBadFieldsIsDataLoss) {
+  SessionRecord r = Sample();
+  r.position = -1;
+  EXPECT_EQ(DecodeStateFile(EncodeStateFile(r), kMaxBytes).status().code(),
+            absl::StatusCode::kDataLoss);
+  r = Sample();
+  r.pending_token = -2;
+  EXPECT_EQ(DecodeStateFile(EncodeStateFile(r), kMaxBytes).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(StateFileTest, FileOverTheLimitIsRefusedBeforeReading) {
+  const std::string file = EncodeStateFile(Sample());
+  auto decoded = DecodeStateFile(file, static_cast<int64_t>(file.size()) - 1);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(decoded.status().message().find("limit"), std::string::npos);
+}
+
+// A header length or payload length claiming more than the file holds is
+// refused without allocating it.
+TEST(StateFileTest, LengthsLargerThanTheFileAreDataLoss) {
+  std::string file = EncodeStateFile(Sample());
+  std::string huge_header = file;
+  huge_header[12] = huge_header[13] = huge_header[14] = huge_header[15] = '\xff';
+  EXPECT_EQ(DecodeStateFile(Resealed(huge_header), kMaxBytes).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace linserve
