@@ -1,0 +1,34 @@
+#ifndef LINSERVE_SERVER_DISK_STATE_STORE_H_
+#define LINSERVE_SERVER_DISK_STATE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "server/state_store.h"
+
+namespace linserve {
+
+// State files in one directory, named by the SHA-256 of (tenant, session id),
+// written atomically (server/atomic_file.h). Thread-safe: every call touches
+// one file, and the rename is atomic.
+class DiskStateStore : public StateStore {
+ public:
+  // Creates `dir` if needed and removes temporaries a crash left there.
+  static absl::StatusOr<std::unique_ptr<DiskStateStore>> Open(const std::string& dir);
+
+  absl::Status Put(const StoredSessionKey& key, const std::string& state_file) override;
+  absl::StatusOr<std::string> Get(const StoredSessionKey& key) override;
+  absl::Status Delete(const StoredSessionKey& key) override;
+  absl::StatusOr<std::vector<std::string>> LoadAll() override;
+
+  // The file that holds `key` (tests and tools).
+  std::string PathOf(const StoredSessionKey& key) const;
+
+ private:
+  explicit DiskStateStore(std::string dir) : dir_(std::move(dir)) {}
+  const std::string dir_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_DISK_STATE_STORE_H_

@@ -1,0 +1,36 @@
+#ifndef LINSERVE_SERVER_STATE_STORE_H_
+#define LINSERVE_SERVER_STATE_STORE_H_
+
+// Where sessions' state files live beyond memory: a directory (DiskStateStore)
+// or, for several replicas, Redis. Keys are derived from (tenant, session id)
+// by the store; no client string ever becomes a path or a key by itself.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace linserve {
+
+struct StoredSessionKey {
+  std::string tenant;
+  std::string session_id;
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  // Replaces the session's state file as a whole (never torn).
+  virtual absl::Status Put(const StoredSessionKey& key, const std::string& state_file) = 0;
+  // NOT_FOUND when the store has no such session.
+  virtual absl::StatusOr<std::string> Get(const StoredSessionKey& key) = 0;
+  // OK whether or not it existed.
+  virtual absl::Status Delete(const StoredSessionKey& key) = 0;
+  // Every stored state file's bytes (what a starting server reads back).
+  virtual absl::StatusOr<std::vector<std::string>> LoadAll() = 0;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_STATE_STORE_H_
