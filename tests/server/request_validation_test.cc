@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
+#include "server/session_id.h"
 
 namespace linserve {
 namespace {
@@ -137,6 +139,16 @@ TEST(RequestValidationTest, Utf8ChecksAcceptEveryValidCharacter) {
   EXPECT_FALSE(ValidateUtf8("t", "\xed\xa0\x80").ok());   // surrogate
   EXPECT_FALSE(ValidateUtf8("t", "\xc0\xaf").ok());       // overlong
   EXPECT_FALSE(ValidateUtf8("t", "\xf4\x90\x80\x80").ok());  // above U+10FFFF
+}
+
+TEST(SessionIdTest, FreshIdsAreWellFormedAndDistinct) {
+  absl::flat_hash_set<std::string> seen;
+  for (int i = 0; i < 10000; ++i) {
+    auto id = NewSessionId();
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_TRUE(ValidateSessionId("id", *id).ok()) << *id;
+    ASSERT_TRUE(seen.insert(*id).second) << "repeated id " << *id;
+  }
 }
 
 }  // namespace
