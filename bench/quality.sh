@@ -109,7 +109,8 @@ if [ -f "$out" ]; then reading=$(sed -n '/^## Reading the table/,$p' "$out"); fi
   echo "on $(nproc) cores, $(date -u +%Y-%m-%d), $jobs trainings at a time. Every entry: the same"
   echo "config apart from the attention, $((steps * batch * context)) training tokens, seed 1."
   echo "Validation: nats/byte on the held-out last 10% of the corpus (every"
-  echo "non-overlapping window of the context), chunked form."
+  echo "non-overlapping window of the context), chunked form. Every entry has token shift"
+  echo "(\`--token_shift\`) except the one marked."
   echo
   echo "| entry | val @ ${context} | val @ $((context * 4)) | val @ $((context * 16)) | train tokens/s | state bytes/session | parameters |"
   echo "|---|---|---|---|---|---|---|"
