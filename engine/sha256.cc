@@ -9,7 +9,7 @@
 
 namespace linserve {
 
-std::string Sha256Hex(absl::Span<const std::string_view> parts) {
+std::string Sha256Digest(absl::Span<const std::string_view> parts) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                    &EVP_MD_CTX_free);
   // OpenSSL fails here only when out of memory.
@@ -22,8 +22,11 @@ std::string Sha256Hex(absl::Span<const std::string_view> parts) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int digest_size = 0;
   if (EVP_DigestFinal_ex(context.get(), digest, &digest_size) != 1) throw std::bad_alloc();
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), digest_size));
+  return std::string(reinterpret_cast<const char*>(digest), digest_size);
+}
+
+std::string Sha256Hex(absl::Span<const std::string_view> parts) {
+  return absl::BytesToHexString(Sha256Digest(parts));
 }
 
 }  // namespace linserve

@@ -12,6 +12,9 @@ namespace linserve {
 // digits. Thread-safe.
 std::string Sha256Hex(absl::Span<const std::string_view> parts);
 
+// The same digest as 32 raw bytes.
+std::string Sha256Digest(absl::Span<const std::string_view> parts);
+
 }  // namespace linserve
 
 #endif  // LINSERVE_ENGINE_SHA256_H_

@@ -1,16 +1,13 @@
 #include "server/atomic_file.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <utility>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -85,15 +82,19 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
-    return ErrnoStatus(error == 0 ? ENOENT : error, "open", path);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus(errno, "open", path);
+  std::string bytes;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n == 0) return bytes;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "read", path);
+    }
+    bytes.append(buffer, static_cast<size_t>(n));
   }
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("read ", path, " failed"));
-  return out.str();
 }
 
 absl::StatusOr<int> RemoveStaleTempFiles(const std::string& dir) {

@@ -30,16 +30,7 @@ uint64_t ReadLittleEndian(std::string_view bytes, size_t offset, int width) {
   return value;
 }
 
-// 32 raw bytes from 64 hex digits.
-std::string HexToBytes(const std::string& hex) {
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-std::string Checksum(std::string_view bytes) { return HexToBytes(Sha256Hex({bytes})); }
+std::string Checksum(std::string_view bytes) { return Sha256Digest({bytes}); }
 
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("state file: ", what));

@@ -31,11 +31,7 @@ SessionRecord Sample() {
 // `file` with its checksum recomputed, as a sound writer of it would have.
 std::string Resealed(std::string file) {
   file.resize(file.size() - 32);
-  const std::string hex = Sha256Hex({file});
-  for (size_t i = 0; i < 32; ++i) {
-    file.push_back(static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16)));
-  }
-  return file;
+  return file + Sha256Digest({file});
 }
 
 TEST(StateFileTest, ReadsBackWhatItWrote) {
