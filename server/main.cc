@@ -1,0 +1,209 @@
+// linserve: the gRPC server. Flags live here and become the Options structs
+// of the layers below; `linserve --help` lists them.
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/language_model.h"
+#include "server/disk_state_store.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/metrics_endpoint.h"
+#include "server/scheduler.h"
+#include "server/service.h"
+
+ABSL_FLAG(std::string, model, "models/default", "Model directory (config.json + model.safetensors)");
+ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
+ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
+ABSL_FLAG(int32_t, metrics_port, 9464,
+          "Prometheus /metrics port; 0 picks a free port (logged), -1 is off");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "IPv4 address the metrics endpoint listens on");
+ABSL_FLAG(std::string, store_dir, "sessions", "Directory of the disk session store");
+ABSL_FLAG(int32_t, max_batch, 64, "Generate requests running at once (prefilling or decoding)");
+ABSL_FLAG(int32_t, max_queued_requests, 256,
+          "Generate requests waiting beyond max_batch; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, prefill_token_budget, 512, "Prompt tokens prefilled per engine iteration");
+ABSL_FLAG(int32_t, stream_buffer_messages, 32,
+          "Unread messages a stream may hold before its request pauses for the reader");
+ABSL_FLAG(int64_t, max_sessions, 10000, "Sessions in all (memory and store)");
+ABSL_FLAG(int64_t, max_sessions_in_memory, 1024,
+          "Sessions whose state is held in memory; the least recently used idle ones spill");
+ABSL_FLAG(int64_t, session_ttl_seconds, 86400, "Idle sessions are deleted after this; 0 is never");
+ABSL_FLAG(int32_t, max_prompt_bytes, 16384, "Bytes (= tokens) of one prompt");
+ABSL_FLAG(int32_t, max_new_tokens_cap, 4096, "Upper bound of a request's max_new_tokens");
+ABSL_FLAG(int32_t, default_max_new_tokens, 256, "max_new_tokens of a request that sets 0");
+ABSL_FLAG(int32_t, max_stop_sequences, 8, "Stop sequences per request");
+ABSL_FLAG(int32_t, max_stop_bytes, 256, "Bytes of one stop sequence");
+ABSL_FLAG(int32_t, max_top_logprobs, 20, "Alternatives per token with logprobs on");
+ABSL_FLAG(int64_t, max_state_bytes, 64 << 20, "Bytes of one state file (import or store)");
+ABSL_FLAG(int32_t, max_state_chunk_bytes, 64 << 10, "Bytes of one Export/ImportSession chunk");
+ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
+ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
+          "On SIGTERM, running streams may finish for this long before they are cut");
+
+namespace linserve {
+namespace {
+
+absl::Status CheckPositive(const char* flag, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " = ", value, " must be positive"));
+}
+
+absl::StatusOr<ServiceOptions> OptionsFromFlags() {
+  ServiceOptions o;
+  SchedulerOptions& s = o.scheduler;
+  s.max_batch = absl::GetFlag(FLAGS_max_batch);
+  s.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  s.prefill_token_budget = absl::GetFlag(FLAGS_prefill_token_budget);
+  s.stream_buffer_messages = absl::GetFlag(FLAGS_stream_buffer_messages);
+  s.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
+  s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
+  s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
+  RequestLimits& l = o.limits;
+  l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
+  l.max_top_logprobs = absl::GetFlag(FLAGS_max_top_logprobs);
+  l.sampling.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens_cap);
+  l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
+  l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
+  o.max_state_chunk_bytes = absl::GetFlag(FLAGS_max_state_chunk_bytes);
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"max_batch", s.max_batch},
+           {"prefill_token_budget", s.prefill_token_budget},
+           {"stream_buffer_messages", s.stream_buffer_messages},
+           {"max_sessions", s.max_sessions},
+           {"max_sessions_in_memory", s.max_sessions_in_memory},
+           {"max_state_bytes", s.max_state_bytes},
+           {"max_prompt_bytes", l.max_prompt_bytes},
+           {"max_new_tokens_cap", l.sampling.max_new_tokens_cap},
+           {"default_max_new_tokens", l.default_max_new_tokens},
+           {"max_stop_bytes", l.sampling.max_stop_bytes},
+           {"max_state_chunk_bytes", o.max_state_chunk_bytes},
+           {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)}}) {
+    if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
+  }
+  if (s.max_queued_requests < 0 || l.sampling.max_stop_sequences < 0 || l.max_top_logprobs < 0 ||
+      absl::GetFlag(FLAGS_session_ttl_seconds) < 0) {
+    return absl::InvalidArgumentError(
+        "--max_queued_requests, --max_stop_sequences, --max_top_logprobs and "
+        "--session_ttl_seconds must not be negative");
+  }
+  if (l.default_max_new_tokens > l.sampling.max_new_tokens_cap) {
+    return absl::InvalidArgumentError("--default_max_new_tokens exceeds --max_new_tokens_cap");
+  }
+  return o;
+}
+
+int Fail(const char* event, const absl::Status& status) {
+  LogError(event, {{"error", status.ToString()}});
+  return 1;
+}
+
+int Serve() {
+  absl::StatusOr<ServiceOptions> options = OptionsFromFlags();
+  if (!options.ok()) return Fail("bad_flags", options.status());
+
+  // SIGTERM and SIGINT are taken by sigwait below; block them before any
+  // thread starts so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (absl::GetFlag(FLAGS_torch_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
+
+  Metrics metrics;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  int metrics_port = -1;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint = MetricsEndpoint::Start(
+        absl::GetFlag(FLAGS_metrics_host), absl::GetFlag(FLAGS_metrics_port), metrics.registry());
+    if (!endpoint.ok()) return Fail("metrics_listen_failed", endpoint.status());
+    metrics_endpoint = *std::move(endpoint);
+    metrics_port = metrics_endpoint->port();
+  }
+
+  LinserveService service(&metrics, *options);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail("listen_failed", absl::UnavailableError(absl::StrCat(
+                                     "cannot listen on ", absl::GetFlag(FLAGS_listen))));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);  // until the model is loaded
+  LogInfo("listening", {{"port", port}, {"metrics_port", metrics_port}});
+
+  absl::StatusOr<torch::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return Fail("bad_flags", device.status());
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<LanguageModel>> model =
+      LanguageModel::Load(absl::GetFlag(FLAGS_model), *device);
+  if (!model.ok()) return Fail("model_load_failed", model.status());
+  absl::StatusOr<std::unique_ptr<DiskStateStore>> store =
+      DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir));
+  if (!store.ok()) return Fail("store_open_failed", store.status());
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
+      Scheduler::Start(*std::move(model), store->get(), &metrics, options->scheduler);
+  if (!scheduler.ok()) return Fail("scheduler_start_failed", scheduler.status());
+  service.SetScheduler(scheduler->get());
+  health->SetServingStatus(true);
+  LogInfo("serving", {{"model", absl::GetFlag(FLAGS_model)},
+                      {"fingerprint", (*scheduler)->fingerprint()},
+                      {"device", (*scheduler)->device()},
+                      {"state_bytes_per_session", (*scheduler)->state_bytes_per_session()},
+                      {"load_ms", absl::ToDoubleMilliseconds(absl::Now() - load_start)}});
+
+  int received = 0;
+  sigwait(&signals, &received);
+  LogInfo("shutting_down", {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
+                            {"running_requests", (*scheduler)->InFlight()}});
+  health->Shutdown();  // NOT_SERVING from now on
+  (*scheduler)->Drain(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  scheduler->reset();
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace linserve
+
+int main(int argc, char** argv) {
+  // --help lists the flags of this file (absl's default looks for a file
+  // named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "linserve: streams text from a linear-attention model over gRPC.\n"
+      "  linserve --model=models/default --listen=localhost:50051 --store_dir=sessions");
+  absl::ParseCommandLine(argc, argv);
+  return linserve::Serve();
+}

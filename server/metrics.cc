@@ -1,0 +1,99 @@
+#include "server/metrics.h"
+
+#include <vector>
+
+namespace linserve {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Latency buckets from 1 ms to 60 s: a decode step on the CPU is a few ms,
+// a long prefill or a queued request seconds.
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+// Saves and restores of a few hundred KB take well under a millisecond to
+// tens of milliseconds (fsync).
+Histogram::BucketBoundaries StoreBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+}
+
+Histogram::BucketBoundaries BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  prometheus::Registry& r = *registry_;
+  requests_ = &BuildCounter()
+                   .Name("linserve_requests_total")
+                   .Help("Finished RPCs by method and gRPC status code")
+                   .Register(r);
+  rejections_ = &BuildCounter()
+                     .Name("linserve_rejections_total")
+                     .Help("Requests refused before any work, by reason")
+                     .Register(r);
+  auto histogram = [&r](const char* name, const char* help, Histogram::BucketBoundaries buckets) {
+    return &BuildHistogram().Name(name).Help(help).Register(r).Add({}, std::move(buckets));
+  };
+  ttft_ = histogram("linserve_time_to_first_token_seconds",
+                    "Generate: from arrival to the first sampled token", LatencyBuckets());
+  tpot_ = histogram("linserve_time_per_output_token_seconds",
+                    "Generate: mean time between sampled tokens after the first",
+                    LatencyBuckets());
+  e2e_ = histogram("linserve_request_duration_seconds",
+                   "Generate: from arrival to the last message", LatencyBuckets());
+  queue_time_ = histogram("linserve_queue_time_seconds",
+                          "Generate: from arrival to admission into the batch", LatencyBuckets());
+  batch_size_ = histogram("linserve_batch_size", "Sessions in each batched decode step",
+                          BatchBuckets());
+  save_ = histogram("linserve_session_save_seconds",
+                    "Writing one session's state file to the store", StoreBuckets());
+  restore_ = histogram("linserve_session_restore_seconds",
+                       "Reading one session's state back from the store", StoreBuckets());
+  prompt_tokens_ = &BuildCounter()
+                        .Name("linserve_prompt_tokens_total")
+                        .Help("Tokens prefilled (prompts, pending tokens, BOS)")
+                        .Register(r)
+                        .Add({});
+  generated_tokens_ = &BuildCounter()
+                           .Name("linserve_generated_tokens_total")
+                           .Help("Tokens sampled")
+                           .Register(r)
+                           .Add({});
+  queue_depth_ = &BuildGauge()
+                      .Name("linserve_queue_depth")
+                      .Help("Generate requests waiting for admission")
+                      .Register(r)
+                      .Add({});
+  active_requests_ = &BuildGauge()
+                          .Name("linserve_active_requests")
+                          .Help("Generate requests admitted and not yet finished")
+                          .Register(r)
+                          .Add({});
+  state_bytes_ = &BuildGauge()
+                      .Name("linserve_state_bytes_per_session")
+                      .Help("Bytes of one session's recurrent state (at position 0 for softmax)")
+                      .Register(r)
+                      .Add({});
+  auto& sessions = BuildGauge()
+                       .Name("linserve_sessions")
+                       .Help("Sessions by where their state is: device, host or store")
+                       .Register(r);
+  sessions_device_ = &sessions.Add({{"place", "device"}});
+  sessions_host_ = &sessions.Add({{"place", "host"}});
+  sessions_store_ = &sessions.Add({{"place", "store"}});
+}
+
+void Metrics::CountRequest(const std::string& method, const std::string& code) {
+  requests_->Add({{"method", method}, {"code", code}}).Increment();
+}
+
+void Metrics::CountRejection(const std::string& reason) {
+  rejections_->Add({{"reason", reason}}).Increment();
+}
+
+}  // namespace linserve

@@ -1,0 +1,74 @@
+#ifndef LINSERVE_SERVER_METRICS_H_
+#define LINSERVE_SERVER_METRICS_H_
+
+// The server's Prometheus metrics (DESIGN.md section 3): families built once,
+// each series added once and kept. Labels carry bounded values only (method,
+// status code, reason, place), never a session or tenant id. Every method is
+// thread-safe (prometheus-cpp's metrics are).
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace linserve {
+
+class Metrics {
+ public:
+  Metrics();
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // One finished RPC: `method` is the RPC name, `code` the gRPC status name.
+  void CountRequest(const std::string& method, const std::string& code);
+  // A request refused before any work: "queue_full", "session_limit",
+  // "session_busy", "draining".
+  void CountRejection(const std::string& reason);
+
+  prometheus::Histogram& time_to_first_token_seconds() { return *ttft_; }
+  prometheus::Histogram& time_per_output_token_seconds() { return *tpot_; }
+  prometheus::Histogram& request_duration_seconds() { return *e2e_; }
+  prometheus::Histogram& queue_time_seconds() { return *queue_time_; }
+  prometheus::Histogram& batch_size() { return *batch_size_; }
+  prometheus::Histogram& session_save_seconds() { return *save_; }
+  prometheus::Histogram& session_restore_seconds() { return *restore_; }
+  prometheus::Counter& prompt_tokens_total() { return *prompt_tokens_; }
+  prometheus::Counter& generated_tokens_total() { return *generated_tokens_; }
+  prometheus::Gauge& queue_depth() { return *queue_depth_; }
+  prometheus::Gauge& active_requests() { return *active_requests_; }
+  prometheus::Gauge& state_bytes_per_session() { return *state_bytes_; }
+  // Sessions whose state is on the engine's device, in host memory (a CUDA
+  // server's spill tier; on a CPU server device and host are one), or only
+  // in the store.
+  prometheus::Gauge& sessions_on_device() { return *sessions_device_; }
+  prometheus::Gauge& sessions_in_host() { return *sessions_host_; }
+  prometheus::Gauge& sessions_in_store() { return *sessions_store_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* rejections_;
+  prometheus::Histogram* ttft_;
+  prometheus::Histogram* tpot_;
+  prometheus::Histogram* e2e_;
+  prometheus::Histogram* queue_time_;
+  prometheus::Histogram* batch_size_;
+  prometheus::Histogram* save_;
+  prometheus::Histogram* restore_;
+  prometheus::Counter* prompt_tokens_;
+  prometheus::Counter* generated_tokens_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* active_requests_;
+  prometheus::Gauge* state_bytes_;
+  prometheus::Gauge* sessions_device_;
+  prometheus::Gauge* sessions_host_;
+  prometheus::Gauge* sessions_store_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_METRICS_H_

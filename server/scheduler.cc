@@ -1,0 +1,466 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/status_macros.h"
+#include "server/log.h"
+#include "server/scheduler_impl.h"
+#include "server/token_logprobs.h"
+
+namespace linserve {
+namespace {
+
+double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
+                      const SchedulerOptions& options)
+    : fingerprint_(model->Fingerprint()),
+      config_json_(ModelConfigToJson(model->config()).dump()),
+      device_(model->device().str()),
+      state_bytes_(model->StateBytes(0)),
+      attention_kind_(AttentionKindName(model->config().attention.kind)),
+      model_(std::move(model)),
+      tokenizer_(model_->config()),
+      store_(store),
+      metrics_(metrics),
+      options_(options),
+      writer_(store, metrics),
+      pool_(options.max_sessions, options.max_sessions_in_memory) {
+  metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
+}
+
+Scheduler::Impl::~Impl() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    cut_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  writer_.Flush();
+}
+
+void Scheduler::Impl::StartThread() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+absl::Status Scheduler::Impl::Submit(std::unique_ptr<Turn> turn) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) {
+    metrics_->CountRejection("draining");
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  const int capacity = options_.max_batch + options_.max_queued_requests;
+  if (in_flight_ >= capacity) {
+    metrics_->CountRejection("queue_full");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server is full: max_batch + max_queued_requests = ", capacity,
+        " requests are running or queued; retry later"));
+  }
+  ++in_flight_;
+  turn->arrived = absl::Now();
+  queue_.push_back(std::move(turn));
+  metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::Post(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
+}
+
+int Scheduler::Impl::InFlight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+void Scheduler::Impl::Drain(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    struct Idle {
+    const int* in_flight;
+    } state{&in_flight_};
+    const absl::Condition drained(+[](Idle* s) { return *s->in_flight == 0; }, &state);
+    if (!mu_.AwaitWithDeadline(drained, deadline)) {
+      LogWarning("drain_deadline", {{"cut_requests", in_flight_}});
+      cut_ = true;
+      mu_.Await(drained);
+    }
+  }
+  writer_.Flush();
+}
+
+void Scheduler::Impl::Run() {
+  bool busy = false;
+  while (WaitForWork(busy)) {
+    RunTasks();
+    DropCancelled();
+    Admit();
+    const bool prefilled = Prefill();
+    const bool decoded = Decode();
+    RemoveDone();
+    SweepIdleSessions();
+    busy = prefilled || decoded;
+  }
+  // Stopping: whatever still runs is cut; sessions keep their last turn.
+  for (auto& turn : active_) {
+    if (!turn->done) FinishTurn(*turn, /*cancelled=*/true);
+  }
+  RemoveDone();
+  absl::MutexLock lock(&mu_);
+  for (auto& turn : queue_) {
+    if (turn->sink) turn->sink->Finish(absl::UnavailableError("the server stopped"));
+    if (turn->on_created) turn->on_created(absl::UnavailableError("the server stopped"));
+  }
+  queue_.clear();
+  for (auto& task : tasks_) task();
+  tasks_.clear();
+}
+
+bool Scheduler::Impl::WaitForWork(bool busy) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  if (busy) return true;
+  // Nothing advanced last time: sleep until a request or task arrives. With
+  // turns still active (their readers are slow, so they are paused) wake
+  // often to see whether the readers caught up; otherwise once a second for
+  // the idle-session sweep.
+  struct Wake {
+    Impl* impl;
+    bool admit;
+  } wake{this, active_.size() < static_cast<size_t>(options_.max_batch)};
+  const absl::Condition has_work(
+      +[](Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return w->impl->stopping_ || w->impl->cut_ || !w->impl->tasks_.empty() ||
+               (w->admit && !w->impl->queue_.empty());
+      },
+      &wake);
+  mu_.AwaitWithTimeout(has_work, active_.empty() ? absl::Seconds(1) : absl::Milliseconds(2));
+  return !stopping_;
+}
+
+void Scheduler::Impl::RunTasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void Scheduler::Impl::DropCancelled() {
+  bool cut;
+  std::vector<std::unique_ptr<Turn>> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    cut = cut_;
+    // Cancelled while queued: free the place at once, not at admission.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancelled()) {
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+        --in_flight_;
+      } else {
+        ++it;
+      }
+    }
+    metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+  }
+  for (auto& turn : gone) turn->sink->Finish(absl::CancelledError("cancelled while queued"));
+  for (auto& turn : active_) {
+    if (!turn->done && (cut || turn->cancelled())) FinishTurn(*turn, /*cancelled=*/true);
+  }
+}
+
+void Scheduler::Impl::Admit() {
+  while (active_.size() < static_cast<size_t>(options_.max_batch)) {
+    std::unique_ptr<Turn> turn;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) break;
+      turn = std::move(queue_.front());
+      queue_.pop_front();
+      metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+    }
+    turn->admitted = absl::Now();
+    metrics_->queue_time_seconds().Observe(Seconds(turn->admitted - turn->arrived));
+    active_.push_back(std::move(turn));
+    Turn& admitted = *active_.back();
+    if (admitted.cancelled()) {
+      FinishTurn(admitted, /*cancelled=*/true);
+      continue;
+    }
+    absl::Status began = Begin(admitted);
+    if (!began.ok()) FinishWithError(admitted, std::move(began));
+  }
+  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+}
+
+absl::Status Scheduler::Impl::Begin(Turn& turn) {
+  SamplingParams& params = turn.call.sampling;
+  SamplerRngState rng{params.seed, 0};
+  if (turn.creates_session()) {
+    LINSERVE_ASSIGN_OR_RETURN(Session * session, pool_.Add(turn.tenant, NowUnixMs()));
+    absl::Status room = pool_.MakeRoom(session);
+    if (!room.ok()) {
+      pool_.Remove(session->id);
+      return room;
+    }
+    session->state = std::make_unique<State>(model_->NewState());
+    session->busy = true;
+    turn.session_id = session->id;
+    turn.state = CloneState(*session->state);
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
+    UpdateSessionGauges();
+    return absl::OkStatus();
+  }
+  if (!turn.call.session_id.empty()) {
+    LINSERVE_ASSIGN_OR_RETURN(Session * session, pool_.Find(turn.tenant, turn.call.session_id));
+    if (session->busy) {
+      metrics_->CountRejection("session_busy");
+      return absl::FailedPreconditionError(
+          absl::StrCat("session_id ", session->id,
+                       " is busy with another turn; a session runs one Generate at a time"));
+    }
+    LINSERVE_RETURN_IF_ERROR(MakeResident(*session));
+    if (session->pending_token < 0 && session->position > 0 && turn.call.prompt.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt is empty and session_id ", session->id,
+          " has no pending token to continue from; send at least 1 byte"));
+    }
+    session->busy = true;
+    turn.session_id = session->id;
+    turn.state = CloneState(*session->state);
+    if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
+    const bool fresh = session->position == 0 && session->pending_token < 0;
+    const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, fresh);
+    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+    // Without a seed of its own a turn continues the session's random
+    // stream, so a conversation replays identically after a restart.
+    if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
+  } else {
+    turn.state = model_->NewState();
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
+  }
+  if (!turn.call.seed_given && rng.seed == 0) {
+    rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
+  }
+  params.seed = rng.seed;
+  turn.seed = rng.seed;
+  turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
+  turn.generation->sampler().set_rng_state(rng);
+  return absl::OkStatus();
+}
+
+bool Scheduler::Impl::Prefill() {
+  int64_t budget = options_.prefill_token_budget;
+  bool advanced = false;
+  for (auto& turn_ptr : active_) {
+    Turn& turn = *turn_ptr;
+    if (budget <= 0) break;
+    if (turn.done || !turn.prefilling()) continue;
+    const int64_t n = std::min<int64_t>(budget, turn.prefill.size() - turn.prefilled);
+    absl::StatusOr<std::vector<float>> logits =
+        model_->Prefill(turn.state, absl::MakeConstSpan(turn.prefill).subspan(turn.prefilled, n));
+    advanced = true;
+    if (!logits.ok()) {
+      FinishWithError(turn, logits.status());
+      continue;
+    }
+    turn.prefilled += n;
+    budget -= n;
+    metrics_->prompt_tokens_total().Increment(static_cast<double>(n));
+    if (turn.prefilling()) continue;
+    if (turn.creates_session()) {
+      FinishTurn(turn, /*cancelled=*/false);
+    } else {
+      Emit(turn, logits->data());
+    }
+  }
+  return advanced;
+}
+
+bool Scheduler::Impl::Decode() {
+  std::vector<Turn*> members;
+  for (auto& turn : active_) {
+    if (turn->done || turn->prefilling() || !turn->generation) continue;
+    // A slow reader's turn sits out until its stream drains: the others go on.
+    if (turn->sink && turn->sink->Buffered() >= options_.stream_buffer_messages) continue;
+    members.push_back(turn.get());
+  }
+  if (members.empty()) return false;
+  if (members != batch_members_) {
+    DetachBatch();
+    std::vector<const State*> states;
+    for (Turn* turn : members) states.push_back(&turn->state);
+    batch_ = StackStates(states);
+    for (Turn* turn : members) turn->in_batch = true;
+    batch_members_ = members;
+  }
+  std::vector<int64_t> tokens;
+  for (Turn* turn : members) tokens.push_back(turn->next_token);
+  metrics_->batch_size().Observe(static_cast<double>(members.size()));
+  absl::StatusOr<torch::Tensor> logits = model_->Step(batch_, tokens);
+  if (!logits.ok()) {
+    LogError("decode_step_failed", {{"error", logits.status().ToString()}});
+    for (Turn* turn : members) FinishWithError(*turn, logits.status());
+    return true;
+  }
+  const int64_t vocab = logits->size(1);
+  const float* rows = logits->data_ptr<float>();
+  for (size_t i = 0; i < members.size(); ++i) Emit(*members[i], rows + i * vocab);
+  return true;
+}
+
+void Scheduler::Impl::Emit(Turn& turn, const float* logits) {
+  const absl::Span<const float> row(logits, tokenizer_.vocab_size());
+  const Generation::Step step = turn.generation->Next(row);
+  const absl::Time now = absl::Now();
+  if (turn.first_token == absl::InfinitePast()) {
+    turn.first_token = now;
+    metrics_->time_to_first_token_seconds().Observe(Seconds(now - turn.arrived));
+  }
+  turn.last_token = now;
+  metrics_->generated_tokens_total().Increment();
+  TurnPiece piece;
+  piece.text = step.text;
+  if (turn.call.logprobs) {
+    piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
+  }
+  if (!piece.text.empty() || !piece.tokens.empty()) turn.sink->Send(std::move(piece));
+  if (step.finish != FinishReason::kNone) {
+    FinishTurn(turn, /*cancelled=*/false);
+  } else {
+    turn.next_token = step.token;
+  }
+}
+
+void Scheduler::Impl::DetachBatch() {
+  if (batch_members_.empty()) return;
+  std::vector<State> rows = SplitState(batch_);
+  for (size_t i = 0; i < batch_members_.size(); ++i) {
+    batch_members_[i]->state = std::move(rows[i]);
+    batch_members_[i]->in_batch = false;
+  }
+  batch_members_.clear();
+  batch_ = State{};
+}
+
+void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
+  if (turn.in_batch) DetachBatch();
+  turn.done = true;
+  if (!turn.session_id.empty()) {
+    absl::StatusOr<Session*> session = pool_.Find(turn.tenant, turn.session_id);
+    if (session.ok() && (*session)->busy) {
+      (*session)->busy = false;
+      // A session that a failed CreateSession prefill was making never existed.
+      if (turn.creates_session()) pool_.Remove(turn.session_id);
+    }
+    UpdateSessionGauges();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
+  if (turn.sink) turn.sink->Finish(std::move(error));
+  if (turn.on_created) turn.on_created(std::move(error));
+}
+
+void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
+  if (turn.in_batch) DetachBatch();
+  turn.done = true;
+  const absl::Time now = absl::Now();
+  TurnSummary summary;
+  summary.cancelled = cancelled;
+  summary.reason = turn.generation ? turn.generation->finish_reason() : FinishReason::kNone;
+  summary.prompt_tokens = static_cast<int32_t>(turn.prefilled);
+  summary.generated_tokens = turn.generation ? turn.generation->generated_tokens() : 0;
+  summary.queue_ms = Millis(turn.admitted - turn.arrived);
+  const bool sampled = turn.first_token != absl::InfinitePast();
+  summary.prefill_ms = Millis((sampled ? turn.first_token : now) - turn.admitted);
+  summary.decode_ms = sampled ? Millis(turn.last_token - turn.first_token) : 0;
+  summary.seed = turn.seed;
+  metrics_->request_duration_seconds().Observe(Seconds(now - turn.arrived));
+  if (summary.generated_tokens > 1) {
+    metrics_->time_per_output_token_seconds().Observe(
+        Seconds(turn.last_token - turn.first_token) / (summary.generated_tokens - 1));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
+
+  Session* session = nullptr;
+  if (!turn.session_id.empty()) {
+    absl::StatusOr<Session*> found = pool_.Find(turn.tenant, turn.session_id);
+    if (found.ok()) session = *found;
+  }
+  if (session == nullptr) {
+    if (turn.sink) turn.sink->Finish(summary);
+    return;
+  }
+  session->busy = false;
+  if (cancelled) {
+    // The session keeps its last finished turn; a session whose creating
+    // prefill was cut never existed.
+    if (turn.creates_session()) pool_.Remove(session->id);
+    UpdateSessionGauges();
+    if (turn.sink) turn.sink->Finish(summary);
+    if (turn.on_created) turn.on_created(absl::CancelledError("CreateSession was cancelled"));
+    return;
+  }
+  *session->state = std::move(turn.state);
+  session->position = session->state->positions[0];
+  session->pending_token =
+      turn.generation && !turn.generation->history().empty() && summary.generated_tokens > 0
+          ? turn.generation->history().back()
+          : -1;
+  if (turn.generation) session->rng = turn.generation->sampler().rng_state();
+  session->last_used_unix_ms = NowUnixMs();
+  pool_.Touch(session);
+  summary.position = session->position;
+  // The stream hears that the turn finished only once it is durable.
+  Checkpoint(*session, [sink = turn.sink, on_created = turn.on_created, summary,
+                        info = InfoOf(*session)](absl::Status written) {
+    if (!written.ok()) {
+      absl::Status error = absl::UnavailableError(
+          absl::StrCat("the turn finished but saving the session failed: ", written.message()));
+      if (sink) sink->Finish(error);
+      if (on_created) on_created(error);
+      return;
+    }
+    if (sink) sink->Finish(summary);
+    if (on_created) on_created(info);
+  });
+}
+
+void Scheduler::Impl::RemoveDone() {
+  active_.erase(std::remove_if(active_.begin(), active_.end(),
+                               [](const std::unique_ptr<Turn>& t) { return t->done; }),
+                active_.end());
+  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+}
+
+void Scheduler::Impl::SweepIdleSessions() {
+  const absl::Time now = absl::Now();
+  if (options_.session_ttl <= absl::ZeroDuration() || now - last_sweep_ < absl::Seconds(1)) return;
+  last_sweep_ = now;
+  const int64_t cutoff = NowUnixMs() - absl::ToInt64Milliseconds(options_.session_ttl);
+  const std::vector<std::string> expired = pool_.IdleSince(cutoff);
+  if (expired.empty()) return;
+  for (const std::string& id : expired) {
+    writer_.Delete(pool_.FindById(id)->key(), nullptr);
+    pool_.Remove(id);
+  }
+  LogInfo("sessions_expired", {{"count", expired.size()},
+                               {"idle_ttl_s", absl::ToInt64Seconds(options_.session_ttl)}});
+  UpdateSessionGauges();
+}
+
+}  // namespace linserve

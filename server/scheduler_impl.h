@@ -1,0 +1,147 @@
+#ifndef LINSERVE_SERVER_SCHEDULER_IMPL_H_
+#define LINSERVE_SERVER_SCHEDULER_IMPL_H_
+
+// The scheduler's insides, shared by scheduler.cc (the engine loop) and
+// session_commands.cc (the session RPCs). Only those two include it: it
+// brings in LibTorch.
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/generation.h"
+#include "engine/language_model.h"
+#include "engine/state.h"
+#include "engine/tokenizer.h"
+#include "server/checkpoint_writer.h"
+#include "server/scheduler.h"
+#include "server/session_pool.h"
+
+namespace linserve {
+
+// One request's work on the engine: a Generate, or the prefill of a
+// CreateSession prompt.
+struct Turn {
+  std::shared_ptr<TurnSink> sink;           // null for a CreateSession prefill
+  Scheduler::Done<SessionInfo> on_created;  // set for a CreateSession prefill only
+  std::string tenant;
+  GenerateCall call;
+  absl::Time arrived;
+  absl::Time admitted;
+  absl::Time first_token = absl::InfinitePast();
+  absl::Time last_token;
+  std::string session_id;  // the session it advances; empty: stateless
+  // The turn's own copy of the state: the session's changes only when the
+  // turn finishes, so a cancelled or failed turn leaves it as it was.
+  State state;
+  std::vector<int64_t> prefill;  // pending token, BOS, prompt bytes
+  size_t prefilled = 0;
+  std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
+  uint64_t seed = 0;
+  int64_t next_token = -1;  // sampled, fed to the model by the next decode step
+  bool in_batch = false;    // its state is a row of the engine's batch
+  bool done = false;
+
+  bool creates_session() const { return static_cast<bool>(on_created); }
+  bool prefilling() const { return prefilled < prefill.size(); }
+  bool cancelled() const { return sink != nullptr && sink->Cancelled(); }
+};
+
+class Scheduler::Impl {
+ public:
+  Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
+       const SchedulerOptions& options);
+  ~Impl();
+
+  // Reads the store back into the pool (before the thread starts).
+  absl::Status LoadStore();
+  void StartThread();
+
+  // Thread-safe.
+  absl::Status Submit(std::unique_ptr<Turn> turn);
+  void Post(std::function<void()> task);
+  void Drain(absl::Time deadline);
+  int InFlight() const;
+
+  // Session commands: engine thread only (posted by the Scheduler).
+  void CreateEmptySession(const std::string& tenant, const Done<SessionInfo>& done);
+  void GetSession(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
+  void ListSessions(const std::string& tenant, int32_t page_size, const std::string& page_token,
+                    const Done<SessionPage>& done);
+  void DeleteSession(const std::string& tenant, const std::string& id, const Done<bool>& done);
+  void ForkSession(const std::string& tenant, const std::string& id,
+                   const Done<SessionInfo>& done);
+  void ExportSession(const std::string& tenant, const std::string& id,
+                     const Done<std::string>& done);
+  void ImportSession(const std::string& tenant, const SessionRecord& record,
+                     const Done<SessionInfo>& done);
+
+  const LanguageModel& model() const { return *model_; }
+  const std::string fingerprint_;
+  const std::string config_json_;
+  const std::string device_;
+  const int64_t state_bytes_;
+  const std::string attention_kind_;
+
+ private:
+  // The engine loop and its steps.
+  void Run();
+  bool WaitForWork(bool busy);
+  void RunTasks();
+  void Admit();
+  absl::Status Begin(Turn& turn);
+  void DropCancelled();
+  bool Prefill();
+  bool Decode();
+  void Emit(Turn& turn, const float* logits);
+  void DetachBatch();
+  void FinishWithError(Turn& turn, absl::Status error);
+  void FinishTurn(Turn& turn, bool cancelled);
+  void RemoveDone();
+  void SweepIdleSessions();
+
+  // Session helpers.
+  absl::Status MakeResident(Session& session);
+  SessionRecord RecordOf(const Session& session) const;
+  SessionInfo InfoOf(const Session& session) const;
+  // Queues the session's checkpoint; `durable` runs on the writer thread
+  // once it is (or failed).
+  void Checkpoint(Session& session, std::function<void(absl::Status)> durable);
+  void UpdateSessionGauges();
+  int64_t NowUnixMs() const;
+
+  std::unique_ptr<LanguageModel> model_;
+  const Tokenizer tokenizer_;
+  StateStore* const store_;
+  Metrics* const metrics_;
+  const SchedulerOptions options_;
+  CheckpointWriter writer_;
+
+  // Shared with the RPC threads.
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Turn>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued + admitted turns
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Engine thread only.
+  SessionPool pool_;
+  std::vector<std::unique_ptr<Turn>> active_;  // admission order
+  std::vector<Turn*> batch_members_;           // the rows of batch_, in order
+  State batch_;
+  absl::BitGen bitgen_;
+  absl::Time last_sweep_ = absl::InfinitePast();
+
+  std::thread thread_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_SCHEDULER_IMPL_H_

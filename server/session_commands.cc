@@ -1,0 +1,369 @@
+// The session RPCs on the engine thread, and the Scheduler's public face.
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "engine/status_macros.h"
+#include "server/log.h"
+#include "server/scheduler.h"
+#include "server/scheduler_impl.h"
+
+namespace linserve {
+namespace {
+
+constexpr int32_t kDefaultPageSize = 100;
+constexpr int32_t kMaxPageSize = 1000;
+
+// A page token names the last session of the previous page by its place in
+// the listing order, (created_unix_ms, id), so deleting it loses nothing.
+std::string PageToken(const Session& last) {
+  return absl::StrCat(last.created_unix_ms, ".", last.id);
+}
+
+absl::StatusOr<std::pair<int64_t, std::string>> ParsePageToken(const std::string& token) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(token, absl::MaxSplits('.', 1));
+  int64_t created = 0;
+  if (!absl::SimpleAtoi(parts.first, &created) || parts.second.empty()) {
+    return absl::InvalidArgumentError(
+        "page_token is malformed: pass the next_page_token of the previous page");
+  }
+  return std::make_pair(created, parts.second);
+}
+
+}  // namespace
+
+int64_t Scheduler::Impl::NowUnixMs() const { return absl::ToUnixMillis(absl::Now()); }
+
+SessionInfo Scheduler::Impl::InfoOf(const Session& session) const {
+  return {session.id,
+          session.position,
+          model_->StateBytes(session.position),
+          session.created_unix_ms,
+          session.last_used_unix_ms,
+          session.busy};
+}
+
+SessionRecord Scheduler::Impl::RecordOf(const Session& session) const {
+  SessionRecord record;
+  record.model_fingerprint = fingerprint_;
+  record.tenant = session.tenant;
+  record.session_id = session.id;
+  record.position = session.position;
+  record.pending_token = session.pending_token;
+  record.rng_seed = session.rng.seed;
+  record.rng_draws = session.rng.draws;
+  record.created_unix_ms = session.created_unix_ms;
+  record.last_used_unix_ms = session.last_used_unix_ms;
+  record.payload = model_->SerializeState(*session.state);
+  return record;
+}
+
+void Scheduler::Impl::Checkpoint(Session& session, std::function<void(absl::Status)> durable) {
+  ++session.pending_writes;
+  writer_.Put(session.key(), RecordOf(session),
+              [this, id = session.id, durable = std::move(durable)](absl::Status written) {
+                if (!written.ok()) {
+                  LogError("checkpoint_failed", {{"error", written.ToString()}});
+                }
+                // Decrement first: a reply may lead at once to a request
+                // that wants to spill this session.
+                Post([this, id] {
+                  if (Session* s = pool_.FindById(id)) --s->pending_writes;
+                });
+                durable(std::move(written));
+              });
+}
+
+absl::Status Scheduler::Impl::MakeResident(Session& session) {
+  pool_.Touch(&session);
+  if (session.state) return absl::OkStatus();
+  LINSERVE_RETURN_IF_ERROR(pool_.MakeRoom(&session));
+  const absl::Time start = absl::Now();
+  LINSERVE_ASSIGN_OR_RETURN(std::string file, store_->Get(session.key()));
+  LINSERVE_ASSIGN_OR_RETURN(
+      SessionRecord record, DecodeStateFileOfModel(file, options_.max_state_bytes, fingerprint_));
+  absl::StatusOr<State> state = model_->DeserializeState(record.payload);
+  if (!state.ok()) {
+    return absl::DataLossError(absl::StrCat("stored state of session ", session.id,
+                                            " does not fit the model: ", state.status().message()));
+  }
+  session.state = std::make_unique<State>(*std::move(state));
+  metrics_->session_restore_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  UpdateSessionGauges();
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::UpdateSessionGauges() {
+  const int64_t resident = pool_.in_memory();
+  metrics_->sessions_on_device().Set(static_cast<double>(resident));
+  metrics_->sessions_in_host().Set(0);
+  metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));
+}
+
+absl::Status Scheduler::Impl::LoadStore() {
+  LINSERVE_ASSIGN_OR_RETURN(std::vector<std::string> files, store_->LoadAll());
+  int loaded = 0;
+  for (const std::string& file : files) {
+    absl::StatusOr<SessionRecord> record =
+        DecodeStateFileOfModel(file, options_.max_state_bytes, fingerprint_);
+    if (!record.ok()) {
+      LogWarning("stored_session_skipped", {{"error", record.status().ToString()}});
+      continue;
+    }
+    auto session = std::make_unique<Session>();
+    session->tenant = record->tenant;
+    session->id = record->session_id;
+    session->position = record->position;
+    session->pending_token = record->pending_token;
+    session->rng = {record->rng_seed, record->rng_draws};
+    session->created_unix_ms = record->created_unix_ms;
+    session->last_used_unix_ms = record->last_used_unix_ms;
+    absl::Status added = pool_.AddStored(std::move(session));
+    if (!added.ok()) {
+      LogWarning("stored_session_skipped", {{"error", added.ToString()}});
+      continue;
+    }
+    ++loaded;
+  }
+  LogInfo("store_loaded", {{"sessions", loaded}, {"files", files.size()}});
+  UpdateSessionGauges();
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::CreateEmptySession(const std::string& tenant,
+                                         const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
+  if (!session.ok()) {
+    metrics_->CountRejection("session_limit");
+    return done(session.status());
+  }
+  absl::Status room = pool_.MakeRoom(*session);
+  if (!room.ok()) {
+    pool_.Remove((*session)->id);
+    return done(room);
+  }
+  (*session)->state = std::make_unique<State>(model_->NewState());
+  UpdateSessionGauges();
+  Checkpoint(**session, [done, info = InfoOf(**session)](absl::Status written) {
+    if (written.ok()) return done(info);
+    done(absl::UnavailableError(absl::StrCat("saving the new session failed: ", written.message())));
+  });
+}
+
+void Scheduler::Impl::GetSession(const std::string& tenant, const std::string& id,
+                                 const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  done(InfoOf(**session));
+}
+
+void Scheduler::Impl::ListSessions(const std::string& tenant, int32_t page_size,
+                                   const std::string& page_token, const Done<SessionPage>& done) {
+  if (page_size < 0 || page_size > kMaxPageSize) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "page_size = ", page_size, " is outside [0, ", kMaxPageSize, "] (0 means 100)")));
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  std::pair<int64_t, std::string> after{INT64_MIN, ""};
+  if (!page_token.empty()) {
+    absl::StatusOr<std::pair<int64_t, std::string>> parsed = ParsePageToken(page_token);
+    if (!parsed.ok()) return done(parsed.status());
+    after = *parsed;
+  }
+  const std::vector<const Session*> all = pool_.ListOf(tenant);
+  auto first = std::upper_bound(all.begin(), all.end(), after,
+                                [](const std::pair<int64_t, std::string>& key, const Session* s) {
+                                  return std::tie(key.first, key.second) < std::tie(s->created_unix_ms, s->id);
+                                });
+  SessionPage page;
+  for (auto it = first; it != all.end() && page.sessions.size() < static_cast<size_t>(page_size);
+       ++it) {
+    page.sessions.push_back(InfoOf(**it));
+    if (page.sessions.size() == static_cast<size_t>(page_size) && std::next(it) != all.end()) {
+      page.next_page_token = PageToken(**it);
+    }
+  }
+  done(std::move(page));
+}
+
+void Scheduler::Impl::DeleteSession(const std::string& tenant, const std::string& id,
+                                    const Done<bool>& done) {
+  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  if ((*session)->busy) {
+    return done(absl::FailedPreconditionError(
+        absl::StrCat("session_id ", id, " is busy with a turn; delete it once the turn ends")));
+  }
+  const StoredSessionKey key = (*session)->key();
+  pool_.Remove(id);
+  UpdateSessionGauges();
+  writer_.Delete(key, [done](absl::Status deleted) {
+    if (deleted.ok()) return done(true);
+    done(absl::UnavailableError(absl::StrCat("deleting the stored state failed: ",
+                                             deleted.message())));
+  });
+}
+
+void Scheduler::Impl::ForkSession(const std::string& tenant, const std::string& id,
+                                  const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> source = pool_.Find(tenant, id);
+  if (!source.ok()) return done(source.status());
+  absl::Status resident = MakeResident(**source);
+  if (!resident.ok()) return done(resident);
+  absl::StatusOr<Session*> child = pool_.Add(tenant, NowUnixMs());
+  if (!child.ok()) {
+    metrics_->CountRejection("session_limit");
+    return done(child.status());
+  }
+  absl::Status room = pool_.MakeRoom(*child);
+  if (!room.ok()) {
+    pool_.Remove((*child)->id);
+    return done(room);
+  }
+  Session& fork = **child;
+  fork.state = std::make_unique<State>(CloneState(*(*source)->state));
+  fork.position = (*source)->position;
+  fork.pending_token = (*source)->pending_token;
+  fork.rng = (*source)->rng;
+  UpdateSessionGauges();
+  Checkpoint(fork, [done, info = InfoOf(fork)](absl::Status written) {
+    if (written.ok()) return done(info);
+    done(absl::UnavailableError(absl::StrCat("saving the fork failed: ", written.message())));
+  });
+}
+
+void Scheduler::Impl::ExportSession(const std::string& tenant, const std::string& id,
+                                    const Done<std::string>& done) {
+  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  if ((*session)->state) return done(EncodeStateFile(RecordOf(**session)));
+  // Spilled: the store holds exactly the last finished turn.
+  done(store_->Get((*session)->key()));
+}
+
+void Scheduler::Impl::ImportSession(const std::string& tenant, const SessionRecord& record,
+                                    const Done<SessionInfo>& done) {
+  absl::StatusOr<State> state = model_->DeserializeState(record.payload);
+  if (!state.ok()) {
+    return done(absl::DataLossError(
+        absl::StrCat("the imported state does not fit the model: ", state.status().message())));
+  }
+  if (state->positions[0] != record.position) {
+    return done(absl::DataLossError(absl::StrCat("the imported header says position ",
+                                                 record.position, " but the state is at ",
+                                                 state->positions[0])));
+  }
+  if (record.pending_token >= tokenizer_.vocab_size()) {
+    return done(absl::DataLossError(absl::StrCat("the imported pending token ",
+                                                 record.pending_token,
+                                                 " is outside the vocabulary")));
+  }
+  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
+  if (!session.ok()) {
+    metrics_->CountRejection("session_limit");
+    return done(session.status());
+  }
+  absl::Status room = pool_.MakeRoom(*session);
+  if (!room.ok()) {
+    pool_.Remove((*session)->id);
+    return done(room);
+  }
+  Session& imported = **session;
+  imported.state = std::make_unique<State>(*std::move(state));
+  imported.position = record.position;
+  imported.pending_token = record.pending_token;
+  imported.rng = {record.rng_seed, record.rng_draws};
+  UpdateSessionGauges();
+  Checkpoint(imported, [done, info = InfoOf(imported)](absl::Status written) {
+    if (written.ok()) return done(info);
+    done(absl::UnavailableError(
+        absl::StrCat("saving the imported session failed: ", written.message())));
+  });
+}
+
+// The public face: post to the engine thread.
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(std::unique_ptr<LanguageModel> model,
+                                                            StateStore* store, Metrics* metrics,
+                                                            const SchedulerOptions& options) {
+  auto impl = std::make_unique<Impl>(std::move(model), store, metrics, options);
+  LINSERVE_RETURN_IF_ERROR(impl->LoadStore());
+  impl->StartThread();
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
+                                       std::shared_ptr<TurnSink> sink) {
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call = std::move(call);
+  turn->sink = std::move(sink);
+  return impl_->Submit(std::move(turn));
+}
+
+void Scheduler::CreateSession(std::string tenant, std::string prompt, Done<SessionInfo> done) {
+  if (prompt.empty()) {
+    impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
+      impl->CreateEmptySession(tenant, done);
+    });
+    return;
+  }
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call.prompt = std::move(prompt);
+  turn->on_created = done;
+  absl::Status queued = impl_->Submit(std::move(turn));
+  if (!queued.ok()) done(queued);
+}
+
+void Scheduler::GetSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->GetSession(tenant, id, done); });
+}
+
+void Scheduler::ListSessions(std::string tenant, int32_t page_size, std::string page_token,
+                             Done<SessionPage> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), page_size,
+               page_token = std::move(page_token), done = std::move(done)] {
+    impl->ListSessions(tenant, page_size, page_token, done);
+  });
+}
+
+void Scheduler::DeleteSession(std::string tenant, std::string id, Done<bool> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->DeleteSession(tenant, id, done); });
+}
+
+void Scheduler::ForkSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->ForkSession(tenant, id, done); });
+}
+
+void Scheduler::ExportSession(std::string tenant, std::string id, Done<std::string> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->ExportSession(tenant, id, done); });
+}
+
+void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), record = std::move(record),
+               done = std::move(done)] { impl->ImportSession(tenant, record, done); });
+}
+
+void Scheduler::Drain(absl::Time deadline) { impl_->Drain(deadline); }
+int Scheduler::InFlight() const { return impl_->InFlight(); }
+const std::string& Scheduler::fingerprint() const { return impl_->fingerprint_; }
+const std::string& Scheduler::config_json() const { return impl_->config_json_; }
+const std::string& Scheduler::device() const { return impl_->device_; }
+int64_t Scheduler::state_bytes_per_session() const { return impl_->state_bytes_; }
+int64_t Scheduler::vocab_size() const { return impl_->model().config().vocab_size; }
+const std::string& Scheduler::attention_kind() const { return impl_->attention_kind_; }
+
+}  // namespace linserve

@@ -1,0 +1,148 @@
+// ExportSession and ImportSession: a session's state file streamed in chunks.
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/generate_stream.h"
+#include "server/service.h"
+#include "server/state_file.h"
+
+namespace linserve {
+namespace {
+
+// Streams one state file in chunks of at most max_state_chunk_bytes.
+class ExportStream : public grpc::ServerWriteReactor<v1::StateChunk> {
+ public:
+  ExportStream(LinserveService* service) : service_(service) {}
+
+  // Called once, from the scheduler's thread, with the file or the error.
+  void Begin(absl::StatusOr<std::string> file) {
+    if (!file.ok()) return Done(ToGrpcStatus(file.status()));
+    file_ = *std::move(file);
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Done(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    if (offset_ >= file_.size()) return Done(grpc::Status::OK);
+    const size_t n = std::min<size_t>(service_->options().max_state_chunk_bytes,
+                                      file_.size() - offset_);
+    chunk_.set_data(file_.substr(offset_, n));
+    offset_ += n;
+    StartWrite(&chunk_);
+  }
+  void Done(const grpc::Status& status) {
+    service_->Count("ExportSession", status);
+    Finish(status);
+  }
+
+  LinserveService* const service_;
+  std::string file_;
+  size_t offset_ = 0;
+  v1::StateChunk chunk_;
+};
+
+// Collects the chunks, checks the whole file, then hands it to the scheduler.
+class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
+ public:
+  ImportStream(LinserveService* service, std::string tenant, v1::Session* response)
+      : service_(service), tenant_(std::move(tenant)), response_(response) {
+    StartRead(&chunk_);
+  }
+
+  void OnReadDone(bool ok) override {
+    const ServiceOptions& options = service_->options();
+    if (ok) {
+      if (chunk_.data().size() > static_cast<size_t>(options.max_state_chunk_bytes)) {
+        return Done(absl::InvalidArgumentError(
+            absl::StrCat("data is ", chunk_.data().size(), " bytes; a chunk holds at most ",
+                         options.max_state_chunk_bytes)));
+      }
+      if (file_.size() + chunk_.data().size() > static_cast<size_t>(options.scheduler.max_state_bytes)) {
+        return Done(absl::ResourceExhaustedError(
+            absl::StrCat("the state file exceeds max_state_bytes = ",
+                         options.scheduler.max_state_bytes)));
+      }
+      file_ += chunk_.data();
+      StartRead(&chunk_);
+      return;
+    }
+    // The client closed its side: the file is whole.
+    Scheduler* scheduler = service_->scheduler();
+    absl::StatusOr<SessionRecord> record = DecodeStateFileOfModel(
+        file_, options.scheduler.max_state_bytes, scheduler->fingerprint());
+    if (!record.ok()) return Done(record.status());
+    scheduler->ImportSession(tenant_, *std::move(record),
+                             [this](absl::StatusOr<SessionInfo> info) {
+                               if (info.ok()) {
+                                 response_->set_id(info->id);
+                                 response_->set_position(info->position);
+                                 response_->set_state_bytes(info->state_bytes);
+                                 response_->set_created_unix_ms(info->created_unix_ms);
+                                 response_->set_last_used_unix_ms(info->last_used_unix_ms);
+                               }
+                               Done(info.status());
+                             });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Done(const absl::Status& status) {
+    const grpc::Status grpc_status = ToGrpcStatus(status);
+    service_->Count("ImportSession", grpc_status);
+    Finish(grpc_status);
+  }
+
+  LinserveService* const service_;
+  const std::string tenant_;
+  v1::Session* const response_;
+  v1::StateChunk chunk_;
+  std::string file_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
+    grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) {
+  auto* stream = new ExportStream(this);
+  Scheduler* scheduler = this->scheduler();
+  if (scheduler == nullptr) {
+    stream->Begin(absl::UnavailableError("the model is still loading; retry shortly"));
+    return stream;
+  }
+  absl::Status valid = ValidateSessionId("session_id", request->session_id());
+  if (!valid.ok()) {
+    stream->Begin(valid);
+    return stream;
+  }
+  scheduler->ExportSession(TenantOf(*context), request->session_id(),
+                           [stream](absl::StatusOr<std::string> file) {
+                             stream->Begin(std::move(file));
+                           });
+  return stream;
+}
+
+grpc::ServerReadReactor<v1::StateChunk>* LinserveService::ImportSession(
+    grpc::CallbackServerContext* context, v1::Session* response) {
+  if (scheduler() == nullptr) {
+    // Read nothing: answer at once.
+    class Refuse : public grpc::ServerReadReactor<v1::StateChunk> {
+     public:
+      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading")); }
+      void OnDone() override { delete this; }
+    };
+    Count("ImportSession", grpc::Status(grpc::StatusCode::UNAVAILABLE, ""));
+    return new Refuse();
+  }
+  return new ImportStream(this, TenantOf(*context), response);
+}
+
+}  // namespace linserve
