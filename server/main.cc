@@ -54,6 +54,8 @@ ABSL_FLAG(int32_t, max_top_logprobs, 20, "Alternatives per token with logprobs o
 ABSL_FLAG(int64_t, max_state_bytes, 64 << 20, "Bytes of one state file (import or store)");
 ABSL_FLAG(int32_t, max_state_chunk_bytes, 64 << 10, "Bytes of one Export/ImportSession chunk");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
+ABSL_FLAG(int32_t, warmup_steps, 16,
+          "Decode steps run at start, before health says SERVING; 0 skips the warm-up");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
           "On SIGTERM, running streams may finish for this long before they are cut");
 
@@ -76,6 +78,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
   s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
+  s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   RequestLimits& l = o.limits;
   l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);

@@ -28,6 +28,9 @@ struct SchedulerOptions {
   int64_t max_sessions_in_memory = 1024;
   absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
   int64_t max_state_bytes = 64 << 20;            // a state file read from the store
+  // Decode steps run before serving, so the first requests do not pay for
+  // LibTorch's lazy initialisation (kernel selection, allocator growth).
+  int32_t warmup_steps = 16;
 };
 
 struct SessionInfo {

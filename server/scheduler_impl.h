@@ -60,6 +60,8 @@ class Scheduler::Impl {
 
   // Reads the store back into the pool (before the thread starts).
   absl::Status LoadStore();
+  // A prefill and `steps` decode steps at batch 1 and 8, results dropped.
+  absl::Status WarmUp(int32_t steps);
   void StartThread();
 
   // Thread-safe.

@@ -48,6 +48,11 @@ std::string TenantOf(const grpc::CallbackServerContext& context) {
 LinserveService::LinserveService(Metrics* metrics, ServiceOptions options)
     : metrics_(metrics), options_(std::move(options)) {}
 
+void LinserveService::SetScheduler(Scheduler* scheduler) {
+  options_.limits.sampling.vocab_size = static_cast<int32_t>(scheduler->vocab_size());
+  scheduler_.store(scheduler);  // publishes the limits with it
+}
+
 void LinserveService::Count(const char* method, const grpc::Status& status) {
   static const char* const kCodeNames[] = {
       "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",

@@ -29,7 +29,8 @@ class LinserveService final : public v1::Linserve::CallbackService {
 
   // Until the scheduler is set every RPC is UNAVAILABLE (the model is still
   // loading). The scheduler must outlive the server's RPCs.
-  void SetScheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
+  // Requests are then checked against the served model's vocabulary.
+  void SetScheduler(Scheduler* scheduler);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -67,7 +68,7 @@ class LinserveService final : public v1::Linserve::CallbackService {
                                   const absl::Status& status);
 
   Metrics* const metrics_;
-  const ServiceOptions options_;
+  ServiceOptions options_;  // fixed once the scheduler is set
   std::atomic<Scheduler*> scheduler_{nullptr};
 };
 

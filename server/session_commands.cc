@@ -135,6 +135,23 @@ absl::Status Scheduler::Impl::LoadStore() {
   return absl::OkStatus();
 }
 
+absl::Status Scheduler::Impl::WarmUp(int32_t steps) {
+  if (steps <= 0) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  State one = model_->NewState();
+  LINSERVE_RETURN_IF_ERROR(
+      model_->Prefill(one, tokenizer_.Encode(std::string(128, 'a'), /*add_bos=*/true)).status());
+  std::vector<const State*> copies(8, &one);
+  State eight = StackStates(copies);
+  for (int32_t i = 0; i < steps; ++i) {
+    LINSERVE_RETURN_IF_ERROR(model_->Step(one, {'a'}).status());
+    LINSERVE_RETURN_IF_ERROR(model_->Step(eight, std::vector<int64_t>(8, 'a')).status());
+  }
+  LogInfo("warmed_up", {{"steps", steps},
+                        {"ms", absl::ToDoubleMilliseconds(absl::Now() - start)}});
+  return absl::OkStatus();
+}
+
 void Scheduler::Impl::CreateEmptySession(const std::string& tenant,
                                          const Done<SessionInfo>& done) {
   absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
@@ -295,6 +312,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(std::unique_ptr<Lang
                                                             StateStore* store, Metrics* metrics,
                                                             const SchedulerOptions& options) {
   auto impl = std::make_unique<Impl>(std::move(model), store, metrics, options);
+  LINSERVE_RETURN_IF_ERROR(impl->WarmUp(options.warmup_steps));
   LINSERVE_RETURN_IF_ERROR(impl->LoadStore());
   impl->StartThread();
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));

@@ -1,0 +1,111 @@
+#include "tests/server/e2e_helpers.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "engine/language_model.h"
+
+namespace linserve {
+
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed) {
+  ModelConfig config;
+  config.d_model = 32;
+  config.n_layers = 2;
+  config.n_heads = 2;
+  config.head_dim = 16;
+  config.mlp_hidden = 64;
+  config.attention.kind = AttentionKind::kLinearElu;
+  config.attention.token_shift = true;
+  config.attention.chunk_size = 16;
+  std::unique_ptr<LanguageModel> model = LanguageModel::Create(config, seed, torch::kCPU);
+  absl::Status saved = model->Save(dir);
+  if (!saved.ok()) return saved;
+  return dir;
+}
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") /
+                              absl::StrCat("linserve-e2e-", getpid(), "-", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string DefaultModelDir() { return std::string(LINSERVE_SOURCE_DIR) + "/models/default"; }
+
+v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& session_id,
+                                int32_t max_new_tokens, uint64_t seed, float temperature) {
+  v1::GenerateRequest request;
+  request.set_prompt(prompt);
+  request.set_session_id(session_id);
+  request.set_max_new_tokens(max_new_tokens);
+  request.mutable_sampling()->set_seed(seed);
+  request.mutable_sampling()->set_temperature(temperature);
+  request.set_ignore_eos(true);
+  return request;
+}
+
+GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest& request,
+                            absl::Duration deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub.Generate(&context, request);
+  GenerateOutcome outcome;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    outcome.text += response.text();
+    if (response.has_finished()) {
+      outcome.finished = response.finished();
+      outcome.has_finished = true;
+    }
+    outcome.messages.push_back(response);
+  }
+  outcome.status = reader->Finish();
+  return outcome;
+}
+
+absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt) {
+  grpc::ClientContext context;
+  v1::CreateSessionRequest request;
+  request.set_prompt(prompt);
+  v1::Session session;
+  grpc::Status status = stub.CreateSession(&context, request, &session);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  return session;
+}
+
+absl::StatusOr<std::string> ExportSession(v1::Linserve::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  v1::ExportSessionRequest request;
+  request.set_session_id(id);
+  auto reader = stub.ExportSession(&context, request);
+  std::string file;
+  v1::StateChunk chunk;
+  while (reader->Read(&chunk)) file += chunk.data();
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  return file;
+}
+
+grpc::Status ImportSession(v1::Linserve::Stub& stub, const std::string& file,
+                           v1::Session* session, size_t chunk_bytes) {
+  grpc::ClientContext context;
+  auto writer = stub.ImportSession(&context, session);
+  for (size_t offset = 0; offset < file.size(); offset += chunk_bytes) {
+    v1::StateChunk chunk;
+    chunk.set_data(file.substr(offset, chunk_bytes));
+    if (!writer->Write(chunk)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+}  // namespace linserve

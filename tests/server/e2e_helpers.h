@@ -1,0 +1,54 @@
+#ifndef LINSERVE_TESTS_SERVER_E2E_HELPERS_H_
+#define LINSERVE_TESTS_SERVER_E2E_HELPERS_H_
+
+// Calls and fixtures shared by the end-to-end server tests.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "linserve/v1/linserve.grpc.pb.h"
+
+namespace linserve {
+
+// Writes a tiny random-weight model (linear_elu + token shift, d32 L2) into
+// `dir` and returns `dir`. Different seeds give different fingerprints.
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed);
+
+// A fresh empty directory under the test's temporary directory.
+std::string FreshDir(const std::string& name);
+
+// Path of the shipped default model (a real trained model that writes
+// ASCII), for the tests that compare texts across turns.
+std::string DefaultModelDir();
+
+v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& session_id,
+                                int32_t max_new_tokens, uint64_t seed, float temperature = 0.8f);
+
+struct GenerateOutcome {
+  grpc::Status status;
+  std::vector<v1::GenerateResponse> messages;
+  std::string text;  // every message's text, concatenated
+  v1::Finished finished;
+  bool has_finished = false;
+};
+
+// One Generate call read to the end.
+GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest& request,
+                            absl::Duration deadline = absl::Seconds(120));
+
+absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt = "");
+
+// The state file of a session, via ExportSession.
+absl::StatusOr<std::string> ExportSession(v1::Linserve::Stub& stub, const std::string& id);
+// ImportSession in chunks of `chunk_bytes`.
+grpc::Status ImportSession(v1::Linserve::Stub& stub, const std::string& file,
+                           v1::Session* session, size_t chunk_bytes = 65536);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_TESTS_SERVER_E2E_HELPERS_H_

@@ -1,0 +1,183 @@
+// End to end: a real linserve process on loopback, a real gRPC client.
+// Streaming, determinism inside batches, UTF-8, logprobs, and agreement with
+// the engine's own non-streamed Generate.
+
+#include <signal.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/generate.h"
+#include "engine/language_model.h"
+#include "engine/tokenizer.h"
+#include "server/request_validation.h"
+#include "tests/server/e2e_helpers.h"
+#include "tests/server/server_process.h"
+
+namespace linserve {
+namespace {
+
+class GenerateTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_dir_ = new std::string(*WriteTinyModel(FreshDir("generate-model"), 7));
+    auto server = ServerProcess::Start({"--model=" + *model_dir_,
+                                        "--store_dir=" + FreshDir("generate-store"),
+                                        "--stream_buffer_messages=4", "--max_batch=32"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete model_dir_;
+  }
+
+  static std::string* model_dir_;
+  static ServerProcess* server_;
+};
+
+std::string* GenerateTest::model_dir_ = nullptr;
+ServerProcess* GenerateTest::server_ = nullptr;
+
+TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
+  auto stub = server_->Stub();
+  const v1::GenerateRequest request = MakeRequest("To be, or not", "", 200, 1234);
+  GenerateOutcome outcome = RunGenerate(*stub, request);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  ASSERT_TRUE(outcome.has_finished);
+  EXPECT_EQ(outcome.finished.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(outcome.finished.usage().generated_tokens(), 200);
+  EXPECT_EQ(outcome.finished.usage().prompt_tokens(), 14);  // BOS + 13 bytes
+  EXPECT_EQ(outcome.finished.seed(), 1234u);
+
+  auto model = LanguageModel::Load(*model_dir_, torch::kCPU);
+  ASSERT_TRUE(model.ok()) << model.status();
+  State state = (*model)->NewState();
+  SamplingParams params;
+  params.temperature = 0.8f;
+  params.seed = 1234;
+  params.max_new_tokens = 200;
+  params.ignore_eos = true;
+  auto expected = Generate(**model, state, Tokenizer((*model)->config()).Encode("To be, or not", true),
+                           params);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(outcome.text, expected->text);
+}
+
+TEST_F(GenerateTest, PiecesArriveBeforeTheCallEndsAndAreWholeUtf8) {
+  // 2,000 tokens cannot all fit the 4-message stream buffer: after reading
+  // one message the call must still be running, paused for this reader.
+  auto stub = server_->Stub();
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, MakeRequest("héllo → 世界 ", "", 2000, 99, 1.5f));
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  EXPECT_FALSE(first.has_finished());
+  absl::SleepFor(absl::Milliseconds(300));
+  auto metrics = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_GE(MetricValue(*metrics, "linserve_active_requests"), 1);
+
+  // Meanwhile other requests are served: a slow reader stalls only itself.
+  auto other = server_->Stub();
+  GenerateOutcome quick = RunGenerate(*other, MakeRequest("x", "", 50, 3));
+  EXPECT_TRUE(quick.status.ok());
+  EXPECT_EQ(quick.finished.usage().generated_tokens(), 50);
+
+  int pieces = 1;
+  std::string text = first.text();
+  EXPECT_TRUE(ValidateUtf8("piece", first.text()).ok());
+  v1::GenerateResponse response;
+  v1::Finished finished;
+  while (reader->Read(&response)) {
+    EXPECT_TRUE(ValidateUtf8("piece", response.text()).ok()) << response.text();
+    text += response.text();
+    if (response.has_finished()) finished = response.finished();
+    ++pieces;
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(finished.usage().generated_tokens(), 2000);
+  // A random model writes invalid UTF-8 too: those bytes come out as U+FFFD,
+  // and a piece never splits a character, so there are fewer pieces than
+  // tokens but many more than one.
+  EXPECT_GT(pieces, 100);
+  EXPECT_TRUE(ValidateUtf8("text", text).ok());
+}
+
+TEST_F(GenerateTest, SameSeedSameTokensAloneAndInsideABatchOf16) {
+  auto stub = server_->Stub();
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 16; ++i) {
+    requests.push_back(MakeRequest("Prompt number " + std::to_string(i % 4), "", 64 + 8 * i,
+                                   1000 + i, 0.9f));
+  }
+  std::vector<std::string> alone;
+  for (const auto& request : requests) {
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    ASSERT_TRUE(outcome.status.ok());
+    alone.push_back(outcome.text);
+  }
+  std::vector<std::string> batched(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      auto own = server_->Stub();
+      batched[i] = RunGenerate(*own, requests[i]).text;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
+  auto metrics = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(metrics.ok());
+  // The concurrent requests really shared decode steps.
+  EXPECT_GT(MetricValue(*metrics, "linserve_batch_size_sum"),
+            MetricValue(*metrics, "linserve_batch_size_count"));
+}
+
+TEST_F(GenerateTest, LogprobsDescribeEachSampledToken) {
+  auto stub = server_->Stub();
+  v1::GenerateRequest request = MakeRequest("abc", "", 20, 5, 0.0f);
+  request.set_logprobs(true);
+  request.set_top_logprobs(3);
+  GenerateOutcome outcome = RunGenerate(*stub, request);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  int tokens = 0;
+  for (const auto& message : outcome.messages) {
+    for (const auto& token : message.tokens()) {
+      ++tokens;
+      ASSERT_EQ(token.top_size(), 3);
+      EXPECT_LE(token.token().logprob(), 0.0f);
+      EXPECT_GE(token.top(0).logprob(), token.top(1).logprob());
+      // Greedy: the sampled token is the most likely one.
+      EXPECT_EQ(token.token().token(), token.top(0).token());
+    }
+  }
+  EXPECT_EQ(tokens, 20);
+}
+
+TEST_F(GenerateTest, StopSequenceEndsTheTurnBeforeIt) {
+  auto stub = server_->Stub();
+  // Find what the model writes, then stop on a piece of it.
+  GenerateOutcome free_run = RunGenerate(*stub, MakeRequest("q", "", 40, 11, 0.0f));
+  ASSERT_TRUE(free_run.status.ok());
+  std::string raw;
+  v1::GenerateRequest logged = MakeRequest("q", "", 40, 11, 0.0f);
+  logged.set_logprobs(true);
+  for (const auto& m : RunGenerate(*stub, logged).messages) {
+    for (const auto& t : m.tokens()) raw += t.token().text();
+  }
+  ASSERT_GE(raw.size(), 30u);
+  v1::GenerateRequest request = MakeRequest("q", "", 40, 11, 0.0f);
+  const std::string stop = raw.substr(20, 3);
+  request.add_stop(stop);
+  GenerateOutcome stopped = RunGenerate(*stub, request);
+  ASSERT_TRUE(stopped.status.ok());
+  EXPECT_EQ(stopped.finished.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_LE(stopped.finished.usage().generated_tokens(), 23);
+}
+
+}  // namespace
+}  // namespace linserve

@@ -1,0 +1,166 @@
+#include "tests/server/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace linserve {
+
+std::string LinserveBinary() { return LINSERVE_BINARY_PATH; }
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> flags,
+                                                                    absl::Duration timeout) {
+  std::unique_ptr<ServerProcess> server(new ServerProcess());
+  std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0", "--metrics_port=0",
+                                   "--metrics_host=127.0.0.1"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  const int spawned =
+      posix_spawn(&server->pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (spawned != 0) {
+    close(pipe_fds[0]);
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
+  }
+  server->reader_ = std::thread([s = server.get(), fd = pipe_fds[0]] { s->ReadLog(fd); });
+
+  if (!server->WaitForLog("\"event\":\"serving\"", timeout)) {
+    std::string log;
+    for (const std::string& line : server->Log()) log += line + "\n";
+    return absl::DeadlineExceededError(absl::StrCat("the server did not start:\n", log));
+  }
+  for (const std::string& line : server->Log()) {
+    if (!absl::StrContains(line, "\"event\":\"listening\"")) continue;
+    const nlohmann::json event = nlohmann::json::parse(line);
+    server->port_ = event["port"];
+    server->metrics_port_ = event["metrics_port"];
+  }
+  server->channel_ = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  return server;
+}
+
+ServerProcess::~ServerProcess() {
+  if (!exited_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    Wait();
+  }
+  if (reader_.joinable()) reader_.join();
+}
+
+void ServerProcess::ReadLog(int fd) {
+  FILE* in = fdopen(fd, "r");
+  char* line = nullptr;
+  size_t capacity = 0;
+  ssize_t n;
+  while ((n = getline(&line, &capacity, in)) > 0) {
+    std::string text(line, static_cast<size_t>(n));
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (std::getenv("LINSERVE_TEST_SERVER_LOG")) std::fprintf(stderr, "[server] %s\n", text.c_str());
+    absl::MutexLock lock(&mu_);
+    log_.push_back(std::move(text));
+  }
+  free(line);
+  fclose(in);
+}
+
+std::unique_ptr<v1::Linserve::Stub> ServerProcess::Stub() const {
+  return v1::Linserve::NewStub(channel_);
+}
+
+void ServerProcess::Signal(int signal) { kill(pid_, signal); }
+
+int ServerProcess::Wait() {
+  if (exited_) return exit_code_;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exited_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_;
+}
+
+std::vector<std::string> ServerProcess::Log() const {
+  absl::MutexLock lock(&mu_);
+  return log_;
+}
+
+bool ServerProcess::WaitForLog(const std::string& text, absl::Duration timeout) const {
+  struct Args {
+    const std::vector<std::string>* log;
+    const std::string* text;
+  } args{&log_, &text};
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](Args* a) {
+            for (const std::string& line : *a->log) {
+              if (absl::StrContains(line, *a->text)) return true;
+            }
+            return false;
+          },
+          &args),
+      timeout);
+}
+
+absl::StatusOr<std::string> ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return absl::UnavailableError("cannot connect to the metrics port");
+  }
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (!absl::StartsWith(response, "HTTP/1.1 200") || body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("bad metrics response: ", response.substr(0, 200)));
+  }
+  return response.substr(body + 4);
+}
+
+double MetricValue(const std::string& metrics, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, series)) continue;
+    const absl::string_view rest = line.substr(series.size());
+    if (rest.empty() || rest[0] != ' ') continue;
+    double value = 0;
+    if (absl::SimpleAtod(rest.substr(1), &value)) return value;
+  }
+  return 0;
+}
+
+}  // namespace linserve

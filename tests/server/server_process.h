@@ -1,0 +1,73 @@
+#ifndef LINSERVE_TESTS_SERVER_SERVER_PROCESS_H_
+#define LINSERVE_TESTS_SERVER_SERVER_PROCESS_H_
+
+// A real `linserve` process on loopback for the end-to-end tests, with a
+// real gRPC client: what a user would run, nothing faked.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "linserve/v1/linserve.grpc.pb.h"
+
+namespace linserve {
+
+class ServerProcess {
+ public:
+  // Starts the binary with `flags` (plus --listen on a free loopback port and
+  // --metrics_port=0) and waits until its log says it is serving.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      std::vector<std::string> flags, absl::Duration timeout = absl::Seconds(120));
+  // SIGKILL if it is still running.
+  ~ServerProcess();
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
+
+  std::unique_ptr<v1::Linserve::Stub> Stub() const;
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+
+  void Signal(int signal);
+  // The exit code, or 128 + signal.
+  int Wait();
+  // Every log line so far.
+  std::vector<std::string> Log() const;
+  // Blocks until a log line contains `text` (true) or the timeout passes.
+  bool WaitForLog(const std::string& text, absl::Duration timeout) const;
+
+ private:
+  ServerProcess() = default;
+  void ReadLog(int fd);
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  bool exited_ = false;
+  int exit_code_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  std::thread reader_;
+};
+
+// Path of the built `linserve` binary.
+std::string LinserveBinary();
+
+// GET /metrics on loopback; the body.
+absl::StatusOr<std::string> ScrapeMetrics(int port);
+// The value of one series ("name{labels}" exactly as exposed, or a bare
+// name); 0 when absent.
+double MetricValue(const std::string& metrics, const std::string& series);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_TESTS_SERVER_SERVER_PROCESS_H_
