@@ -217,6 +217,8 @@ absl::Status Scheduler::Impl::Begin(Turn& turn) {
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
     turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
+    turn.held_back = turn.prefill.back();  // the prompt is not empty here
+    turn.prefill.pop_back();
     UpdateSessionGauges();
     return absl::OkStatus();
   }
@@ -417,10 +419,9 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   }
   *session->state = std::move(turn.state);
   session->position = session->state->positions[0];
-  session->pending_token =
-      turn.generation && !turn.generation->history().empty() && summary.generated_tokens > 0
-          ? turn.generation->history().back()
-          : -1;
+  session->pending_token = turn.creates_session() ? turn.held_back
+                           : summary.generated_tokens > 0 ? turn.generation->history().back()
+                                                          : -1;
   if (turn.generation) session->rng = turn.generation->sampler().rng_state();
   session->last_used_unix_ms = NowUnixMs();
   pool_.Touch(session);

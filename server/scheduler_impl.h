@@ -44,6 +44,10 @@ struct Turn {
   std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
   uint64_t seed = 0;
   int64_t next_token = -1;  // sampled, fed to the model by the next decode step
+  // CreateSession: the prompt's last token, left for the first turn to feed
+  // (as a Generate leaves its last sampled token), so that a turn with an
+  // empty prompt can start generating right after it.
+  int64_t held_back = -1;
   bool in_batch = false;    // its state is a row of the engine's batch
   bool done = false;
 
