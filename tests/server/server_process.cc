@@ -26,8 +26,8 @@ namespace linserve {
 
 std::string LinserveBinary() { return LINSERVE_BINARY_PATH; }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> flags,
-                                                                    absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    std::vector<std::string> flags, absl::Duration timeout, const std::string& wait_for) {
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0", "--metrics_port=0",
                                    "--metrics_host=127.0.0.1"};
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   }
   server->reader_ = std::thread([s = server.get(), fd = pipe_fds[0]] { s->ReadLog(fd); });
 
-  if (!server->WaitForLog("\"event\":\"serving\"", timeout)) {
+  if (!server->WaitForLog(absl::StrCat("\"event\":\"", wait_for, "\""), timeout)) {
     std::string log;
     for (const std::string& line : server->Log()) log += line + "\n";
     return absl::DeadlineExceededError(absl::StrCat("the server did not start:\n", log));
