@@ -58,7 +58,7 @@ v1::Finished ToProto(const TurnSummary& summary) {
   return finished;
 }
 
-StreamSink::StreamSink(GenerateStream* reactor, std::function<void(const grpc::Status&)> on_finish)
+StreamSink::StreamSink(GenerateStream* reactor, OnFinish on_finish)
     : reactor_(reactor), on_finish_(std::move(on_finish)) {}
 
 int StreamSink::Buffered() const {
@@ -88,6 +88,7 @@ void StreamSink::Finish(absl::StatusOr<TurnSummary> result) {
     *last.mutable_finished() = ToProto(*result);
     pending_.push_back(std::move(last));
     final_status_ = grpc::Status::OK;
+    summary_ = *result;
   } else {
     final_status_ = ToGrpcStatus(result.status());
   }
@@ -126,12 +127,13 @@ void StreamSink::Pump() {
   grpc::Status status = cancelled_ && final_status_.ok()
                             ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
                             : final_status_;
+  const std::optional<TurnSummary> summary = summary_;
   mu_.Unlock();
-  on_finish_(status);
+  on_finish_(status, summary ? &*summary : nullptr);
   reactor_->Finish(status);
 }
 
-GenerateStream::GenerateStream(std::function<void(const grpc::Status&)> on_finish)
+GenerateStream::GenerateStream(StreamSink::OnFinish on_finish)
     : sink_(std::make_shared<StreamSink>(this, std::move(on_finish))) {}
 
 }  // namespace linserve

@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,8 +23,11 @@ class GenerateStream;
 // engine may still hold it after the client has gone. Thread-safe.
 class StreamSink : public TurnSink {
  public:
-  // `on_finish` runs once with the final status (for metrics and logs).
-  StreamSink(GenerateStream* reactor, std::function<void(const grpc::Status&)> on_finish);
+  // Runs once with the final status and, when the turn ran, its summary (for
+  // metrics and logs).
+  using OnFinish = std::function<void(const grpc::Status&, const TurnSummary*)>;
+
+  StreamSink(GenerateStream* reactor, OnFinish on_finish);
 
   void Send(TurnPiece piece) override;
   void Finish(absl::StatusOr<TurnSummary> result) override;
@@ -40,7 +44,7 @@ class StreamSink : public TurnSink {
   void Pump() ABSL_UNLOCK_FUNCTION(mu_);
 
   GenerateStream* const reactor_;
-  const std::function<void(const grpc::Status&)> on_finish_;
+  const OnFinish on_finish_;
   std::atomic<bool> cancelled_{false};
   mutable absl::Mutex mu_;
   std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
@@ -49,12 +53,13 @@ class StreamSink : public TurnSink {
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  std::optional<TurnSummary> summary_ ABSL_GUARDED_BY(mu_);
 };
 
 // The gRPC reactor of one Generate call; deletes itself in OnDone.
 class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  explicit GenerateStream(std::function<void(const grpc::Status&)> on_finish);
+  explicit GenerateStream(StreamSink::OnFinish on_finish);
 
   const std::shared_ptr<StreamSink>& sink() const { return sink_; }
 

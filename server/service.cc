@@ -36,6 +36,17 @@ Scheduler::Done<T> Answer(LinserveService* service, grpc::ServerUnaryReactor* re
   };
 }
 
+const char* CodeName(const grpc::Status& status) {
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  const int code = static_cast<int>(status.error_code());
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
 }  // namespace
 
 std::string TenantOf(const grpc::CallbackServerContext& context) {
@@ -54,14 +65,7 @@ void LinserveService::SetScheduler(Scheduler* scheduler) {
 }
 
 void LinserveService::Count(const char* method, const grpc::Status& status) {
-  static const char* const kCodeNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  const int code = static_cast<int>(status.error_code());
-  metrics_->CountRequest(method, code >= 0 && code <= 16 ? kCodeNames[code] : "UNKNOWN");
+  metrics_->CountRequest(method, CodeName(status));
 }
 
 grpc::ServerUnaryReactor* LinserveService::Reply(grpc::CallbackServerContext* context,
@@ -75,12 +79,21 @@ grpc::ServerUnaryReactor* LinserveService::Reply(grpc::CallbackServerContext* co
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  auto* stream = new GenerateStream([this](const grpc::Status& status) {
+  auto* stream = new GenerateStream([this](const grpc::Status& status,
+                                           const TurnSummary* summary) {
     Count("Generate", status);
-    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-      LogInfo("generate_failed",
-              {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()}});
+    // One access-log line per request.
+    nlohmann::json fields = {{"code", CodeName(status)}};
+    if (!status.ok()) fields["error"] = status.error_message();
+    if (summary != nullptr) {
+      fields["finish"] = summary->cancelled ? "cancelled" : FinishReasonName(summary->reason);
+      fields["prompt_tokens"] = summary->prompt_tokens;
+      fields["generated_tokens"] = summary->generated_tokens;
+      fields["queue_ms"] = summary->queue_ms;
+      fields["prefill_ms"] = summary->prefill_ms;
+      fields["decode_ms"] = summary->decode_ms;
     }
+    LogInfo("generate", std::move(fields));
   });
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) {

@@ -138,6 +138,28 @@ TEST(LifecycleTest, SessionMetricsCountSavesRestoresAndPlaces) {
   EXPECT_EQ(MetricValue(*metrics, "linserve_sessions{place=\"device\"}"), 2);
 }
 
+TEST(LifecycleTest, IdleSessionsExpireAfterTheTtl) {
+  const std::string store = FreshDir("ttl-store");
+  auto server = ServerProcess::Start({"--model=" + ModelDir(), "--store_dir=" + store,
+                                      "--session_ttl_seconds=1"});
+  ASSERT_TRUE(server.ok());
+  auto stub = (*server)->Stub();
+  auto session = CreateSession(*stub, "short-lived");
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(store), {}), 1);
+  ASSERT_TRUE((*server)->WaitForLog("\"event\":\"sessions_expired\"", absl::Seconds(10)));
+  grpc::ClientContext context;
+  v1::GetSessionRequest get;
+  get.set_session_id(session->id());
+  v1::Session gone;
+  EXPECT_EQ(stub->GetSession(&context, get, &gone).error_code(), grpc::StatusCode::NOT_FOUND);
+  // The writer deletes the file right after the sweep.
+  for (int i = 0; i < 100 && !std::filesystem::is_empty(store); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(store));
+}
+
 TEST(LifecycleTest, HealthGoesServingAfterLoadAndNotServingOnSigterm) {
   const std::string store = FreshDir("health-store");
   // A long warm-up keeps the model "loading" long enough to see it.
