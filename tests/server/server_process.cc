@@ -25,6 +25,59 @@ extern char** environ;
 namespace linserve {
 
 std::string LinserveBinary() { return LINSERVE_BINARY_PATH; }
+std::string ClientBinary() { return LINSERVE_CLIENT_BINARY_PATH; }
+
+namespace {
+
+std::string ReadWhole(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+}  // namespace
+
+ProcessResult RunProcess(const std::vector<std::string>& args, const std::string& input) {
+  // Files rather than pipes: nothing to drain while waiting.
+  char dir_template[] = "/tmp/linserve-run-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string in_path = dir + "/in", out_path = dir + "/out", err_path = dir + "/err";
+  if (FILE* f = std::fopen(in_path.c_str(), "wb")) {
+    std::fwrite(input.data(), 1, input.size(), f);
+    std::fclose(f);
+  }
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, in_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  ProcessResult result;
+  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  result.out = ReadWhole(out_path);
+  result.err = ReadWhole(err_path);
+  std::remove(in_path.c_str());
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  rmdir(dir.c_str());
+  return result;
+}
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     std::vector<std::string> flags, absl::Duration timeout, const std::string& wait_for) {

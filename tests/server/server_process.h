@@ -61,8 +61,18 @@ class ServerProcess {
   std::thread reader_;
 };
 
-// Path of the built `linserve` binary.
+// Path of the built `linserve` and `linserve-client` binaries.
 std::string LinserveBinary();
+std::string ClientBinary();
+
+struct ProcessResult {
+  int exit_code = -1;  // or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// Runs a program to the end with `input` on its stdin.
+ProcessResult RunProcess(const std::vector<std::string>& args, const std::string& input = "");
 
 // GET /metrics on loopback; the body.
 absl::StatusOr<std::string> ScrapeMetrics(int port);

@@ -1,0 +1,410 @@
+#include "client/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/stats.h"
+#include "linserve/v1/linserve.grpc.pb.h"
+
+namespace linserve {
+namespace {
+
+// Words the synthetic prompts are made of: ASCII, so a prompt of N bytes is
+// N tokens of the byte-level models.
+constexpr const char* kWords[] = {"the", "of",   "and",  "to",    "a",     "in",   "that",
+                                  "my",  "lord", "king", "love",  "night", "thou", "shall",
+                                  "not", "what", "with", "heart", "death", "sweet"};
+
+std::string SyntheticPrompt(int32_t length, std::mt19937_64& rng) {
+  std::string text;
+  while (static_cast<int32_t>(text.size()) < length) {
+    text += kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
+    text += ' ';
+  }
+  text.resize(static_cast<size_t>(length));
+  return text;
+}
+
+int32_t Draw(const LengthRange& range, std::mt19937_64& rng) {
+  if (range.max <= range.min) return range.min;
+  return range.min + static_cast<int32_t>(rng() % static_cast<uint64_t>(range.max - range.min + 1));
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// What one finished request left behind.
+struct Outcome {
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  std::string session_id;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  double ttft_ms = -1;  // -1: no token arrived
+  double e2e_ms = 0;
+  std::vector<double> itl_ms;  // gaps between consecutive pieces
+};
+
+class LoadTest;
+
+// One Generate call on the callback API: no thread per request, so hundreds
+// can be in flight.
+class BenchCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  BenchCall(LoadTest* test, v1::GenerateRequest request) : test_(test), request_(std::move(request)) {}
+
+  void Start(v1::Linserve::Stub& stub, const ConnectionOptions& connection) {
+    PrepareCall(connection, request_.session_id(), context_);
+    outcome_.session_id = request_.session_id();
+    outcome_.prompt_tokens = static_cast<int64_t>(request_.prompt().size());
+    started_ = absl::Now();
+    stub.async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    const absl::Time now = absl::Now();
+    if (!response_.text().empty() || response_.tokens_size() > 0) {
+      if (outcome_.ttft_ms < 0) {
+        outcome_.ttft_ms = Ms(now - started_);
+      } else {
+        outcome_.itl_ms.push_back(Ms(now - last_piece_));
+      }
+      last_piece_ = now;
+    }
+    if (response_.has_finished()) {
+      outcome_.output_tokens = response_.finished().usage().generated_tokens();
+      outcome_.prompt_tokens = response_.finished().usage().prompt_tokens();
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  LoadTest* const test_;
+  v1::GenerateRequest request_;
+  v1::GenerateResponse response_;
+  grpc::ClientContext context_;
+  Outcome outcome_;
+  absl::Time started_;
+  absl::Time last_piece_;
+};
+
+// One phase of the test (the warm-up, then the measured run).
+class LoadTest {
+ public:
+  LoadTest(v1::Linserve::Stub& stub, const ConnectionOptions& connection,
+           const BenchOptions& options, int64_t requests, bool measured,
+           std::vector<std::string>* idle_sessions, uint64_t seed)
+      : stub_(stub),
+        connection_(connection),
+        options_(options),
+        requests_(requests),
+        measured_(measured),
+        idle_sessions_(idle_sessions),
+        rng_(seed) {}
+
+  void Run() {
+    start_ = absl::Now();
+    end_ = start_ + options_.duration;
+    if (options_.rate > 0 && measured_) {
+      RunOpenLoop();
+    } else {
+      // The warm-up of an open-loop run goes closed loop, at least 1 wide.
+      const int64_t width = std::max<int64_t>(1, options_.concurrency);
+      const int64_t first = requests_ > 0 ? std::min<int64_t>(width, requests_) : width;
+      for (int64_t i = 0; i < first; ++i) Launch();
+    }
+    WaitUntilDone();
+    finished_ = absl::Now();
+  }
+
+  void Record(Outcome outcome) {
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_flight_;
+      ++done_;
+      ++by_code_[StatusCodeName(outcome.code)];
+      if (outcome.code == grpc::StatusCode::OK) {
+        ++ok_;
+        output_tokens_ += outcome.output_tokens;
+        prompt_tokens_ += outcome.prompt_tokens;
+        ttft_.push_back(outcome.ttft_ms);
+        e2e_.push_back(outcome.e2e_ms);
+        if (outcome.output_tokens > 1) {
+          tpot_.push_back((outcome.e2e_ms - outcome.ttft_ms) /
+                          static_cast<double>(outcome.output_tokens - 1));
+        }
+        itl_.insert(itl_.end(), outcome.itl_ms.begin(), outcome.itl_ms.end());
+      }
+      // A session goes back to the idle conversations whatever happened: a
+      // failed turn leaves it as its last finished turn did.
+      if (!outcome.session_id.empty()) idle_sessions_->push_back(outcome.session_id);
+      again = !(options_.rate > 0 && measured_);
+    }
+    if (again) Launch();
+  }
+
+  nlohmann::json Results() const {
+    absl::MutexLock lock(&mu_);
+    const double seconds = std::max(1e-9, absl::ToDoubleSeconds(finished_ - start_));
+    nlohmann::json codes = nlohmann::json::object();
+    for (const auto& [code, n] : by_code_) codes[code] = n;
+    return {{"sent", sent_},
+            {"ok", ok_},
+            {"failed", done_ - ok_},
+            {"dropped", dropped_},
+            {"by_code", codes},
+            {"duration_s", seconds},
+            {"request_throughput_rps", static_cast<double>(ok_) / seconds},
+            {"output_token_throughput_tps", static_cast<double>(output_tokens_) / seconds},
+            {"prompt_tokens_total", prompt_tokens_},
+            {"output_tokens_total", output_tokens_},
+            {"ttft_ms", ToJson(Summarize(ttft_))},
+            {"tpot_ms", ToJson(Summarize(tpot_))},
+            {"itl_ms", ToJson(Summarize(itl_))},
+            {"e2e_ms", ToJson(Summarize(e2e_))}};
+  }
+
+ private:
+  bool ShouldSend() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return requests_ > 0 ? sent_ < requests_ : absl::Now() < end_;
+  }
+
+  // Starts one request if the phase is still sending.
+  void Launch() {
+    v1::GenerateRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ShouldSend()) return;
+      ++sent_;
+      ++in_flight_;
+      request.set_prompt(SyntheticPrompt(Draw(options_.prompt_tokens, rng_), rng_));
+      request.set_max_new_tokens(Draw(options_.output_tokens, rng_));
+      request.set_ignore_eos(true);
+      request.mutable_sampling()->set_temperature(options_.temperature);
+      request.mutable_sampling()->set_seed(options_.seed + 1 + static_cast<uint64_t>(sent_));
+      if (options_.reuse_sessions && !idle_sessions_->empty()) {
+        request.set_session_id(idle_sessions_->back());
+        idle_sessions_->pop_back();
+      }
+    }
+    if (options_.reuse_sessions && request.session_id().empty()) {
+      // Open loop with every conversation busy: a new user arrives.
+      grpc::ClientContext context;
+      PrepareCall(connection_, "", context);
+      v1::Session session;
+      const grpc::Status status = stub_.CreateSession(&context, v1::CreateSessionRequest(), &session);
+      if (!status.ok()) {
+        Outcome failed;
+        failed.code = status.error_code();
+        Record(failed);
+        return;
+      }
+      request.set_session_id(session.id());
+    }
+    (new BenchCall(this, std::move(request)))->Start(stub_, connection_);
+  }
+
+  void RunOpenLoop() {
+    std::exponential_distribution<double> gap(options_.rate);
+    absl::Time next = start_;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (!ShouldSend()) break;
+      }
+      next += absl::Seconds(gap(rng_));
+      absl::SleepFor(next - absl::Now());
+      bool full;
+      {
+        absl::MutexLock lock(&mu_);
+        full = in_flight_ >= options_.max_in_flight;
+        // A dropped arrival was never sent: ok + failed = sent still holds.
+        if (full) ++dropped_;
+      }
+      if (!full) Launch();
+    }
+  }
+
+  void WaitUntilDone() {
+    absl::Time last_print = absl::InfinitePast();
+    const bool tty = isatty(STDERR_FILENO);
+    while (true) {
+      bool over;
+      {
+        absl::MutexLock lock(&mu_);
+        over = in_flight_ == 0 && !ShouldSend();
+      }
+      const absl::Time now = absl::Now();
+      if (options_.progress && measured_ &&
+          (over || now - last_print >= (tty ? absl::Milliseconds(500) : absl::Seconds(5)))) {
+        PrintProgress(now, tty);
+        last_print = now;
+      }
+      if (over) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (options_.progress && measured_ && tty) std::fputc('\n', stderr);
+  }
+
+  void PrintProgress(absl::Time now, bool tty) {
+    absl::MutexLock lock(&mu_);
+    const double elapsed = absl::ToDoubleSeconds(now - start_);
+    const std::string total = requests_ > 0
+                                  ? absl::StrCat(done_, "/", requests_, " done")
+                                  : absl::StrFormat("%lld done, %.0f/%.0f s", done_, elapsed,
+                                                    absl::ToDoubleSeconds(options_.duration));
+    std::fprintf(stderr, "%s[bench] %s  ok %lld  failed %lld  in flight %lld  %.0f tok/s%s",
+                 tty ? "\r" : "", total.c_str(), static_cast<long long>(ok_),
+                 static_cast<long long>(done_ - ok_), static_cast<long long>(in_flight_),
+                 elapsed > 0 ? static_cast<double>(output_tokens_) / elapsed : 0.0,
+                 tty ? "   " : "\n");
+    std::fflush(stderr);
+  }
+
+  v1::Linserve::Stub& stub_;
+  const ConnectionOptions& connection_;
+  const BenchOptions& options_;
+  const int64_t requests_;
+  const bool measured_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string>* idle_sessions_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  absl::Time start_, end_, finished_;
+  int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ok_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t output_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> by_code_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> ttft_, tpot_, itl_, e2e_;
+};
+
+void BenchCall::OnDone(const grpc::Status& status) {
+  outcome_.code = status.error_code();
+  outcome_.e2e_ms = Ms(absl::Now() - started_);
+  LoadTest* test = test_;
+  Outcome outcome = std::move(outcome_);
+  delete this;
+  test->Record(std::move(outcome));
+}
+
+nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions& o) {
+  return {{"server", connection.server},
+          {"mode", o.rate > 0 ? "open_loop" : "closed_loop"},
+          {"concurrency", o.concurrency},
+          {"rate", o.rate},
+          {"requests", o.requests},
+          {"duration_s", absl::ToDoubleSeconds(o.duration)},
+          {"prompt_tokens", {{"min", o.prompt_tokens.min}, {"max", o.prompt_tokens.max}}},
+          {"output_tokens", {{"min", o.output_tokens.min}, {"max", o.output_tokens.max}}},
+          {"sessions", o.reuse_sessions ? "reuse" : "new"},
+          {"warmup", o.warmup},
+          {"seed", o.seed},
+          {"temperature", o.temperature}};
+}
+
+}  // namespace
+
+absl::StatusOr<LengthRange> ParseLengthRange(const std::string& field, const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  LengthRange range;
+  const bool parsed = (parts.size() == 1 && absl::SimpleAtoi(parts[0], &range.min) &&
+                       (range.max = range.min, true)) ||
+                      (parts.size() == 2 && absl::SimpleAtoi(parts[0], &range.min) &&
+                       absl::SimpleAtoi(parts[1], &range.max));
+  if (!parsed || range.min < 1 || range.max < range.min) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", field, " = \"", text, "\" is not N or MIN:MAX with 1 <= MIN <= MAX"));
+  }
+  return range;
+}
+
+absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
+                                        const BenchOptions& options) {
+  if (options.rate <= 0 && options.concurrency < 1) {
+    return absl::InvalidArgumentError("--concurrency must be at least 1 (or set --rate)");
+  }
+  if (options.requests <= 0 && options.duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("set --requests or a positive --duration");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<v1::Linserve::Stub> stub = v1::Linserve::NewStub(*channel);
+
+  // Closed-loop conversations exist before the clock starts: one per
+  // concurrent request.
+  std::vector<std::string> idle_sessions;
+  if (options.reuse_sessions && options.rate <= 0) {
+    for (int32_t i = 0; i < options.concurrency; ++i) {
+      grpc::ClientContext context;
+      PrepareCall(connection, "", context);
+      v1::Session session;
+      grpc::Status status = stub->CreateSession(&context, v1::CreateSessionRequest(), &session);
+      if (!status.ok()) {
+        return absl::UnavailableError(absl::StrCat("cannot create the bench's sessions: ",
+                                                   StatusCodeName(status.error_code()), ": ",
+                                                   status.error_message()));
+      }
+      idle_sessions.push_back(session.id());
+    }
+  }
+  if (options.warmup > 0) {
+    LoadTest warmup(*stub, connection, options, options.warmup, /*measured=*/false,
+                    &idle_sessions, options.seed ^ 0x5eed);
+    warmup.Run();
+  }
+  LoadTest measured(*stub, connection, options, options.requests, /*measured=*/true,
+                    &idle_sessions, options.seed);
+  measured.Run();
+  return nlohmann::json{{"settings", Settings(connection, options)},
+                        {"results", measured.Results()}};
+}
+
+std::string FormatBenchReport(const nlohmann::json& report) {
+  const nlohmann::json& r = report["results"];
+  std::string out = absl::StrFormat(
+      "requests: %lld sent, %lld ok, %lld failed, %lld dropped in %.2f s\n",
+      r["sent"].get<long long>(), r["ok"].get<long long>(), r["failed"].get<long long>(),
+      r["dropped"].get<long long>(), r["duration_s"].get<double>());
+  for (const auto& [code, n] : r["by_code"].items()) {
+    absl::StrAppend(&out, absl::StrFormat("  %-20s %lld\n", code, n.get<long long>()));
+  }
+  absl::StrAppend(&out,
+                  absl::StrFormat("throughput: %.2f requests/s, %.1f output tokens/s\n",
+                                  r["request_throughput_rps"].get<double>(),
+                                  r["output_token_throughput_tps"].get<double>()));
+  absl::StrAppend(&out, absl::StrFormat("%-22s %10s %10s %10s %10s %10s\n", "(ms)", "mean", "p50",
+                                        "p90", "p99", "max"));
+  for (const auto& [key, name] : std::vector<std::pair<std::string, std::string>>{
+           {"ttft_ms", "time to first token"},
+           {"tpot_ms", "time per output token"},
+           {"itl_ms", "inter-token latency"},
+           {"e2e_ms", "end-to-end latency"}}) {
+    const nlohmann::json& d = r[key];
+    absl::StrAppend(&out, absl::StrFormat("%-22s %10.2f %10.2f %10.2f %10.2f %10.2f\n", name,
+                                          d["mean"].get<double>(), d["p50"].get<double>(),
+                                          d["p90"].get<double>(), d["p99"].get<double>(),
+                                          d["max"].get<double>()));
+  }
+  return out;
+}
+
+}  // namespace linserve

@@ -1,0 +1,54 @@
+#ifndef LINSERVE_CLIENT_BENCH_H_
+#define LINSERVE_CLIENT_BENCH_H_
+
+// `linserve-client bench`: the load test (DESIGN.md section 4).
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/connection.h"
+
+namespace linserve {
+
+// Lengths drawn uniformly from [min, max].
+struct LengthRange {
+  int32_t min = 128;
+  int32_t max = 128;
+};
+
+// "N" or "MIN:MAX"; the error names `field`.
+absl::StatusOr<LengthRange> ParseLengthRange(const std::string& field, const std::string& text);
+
+struct BenchOptions {
+  int32_t concurrency = 8;  // closed loop: this many requests always in flight
+  double rate = 0;          // > 0: open loop, Poisson arrivals at this many requests/s
+  int64_t requests = 0;     // stop sending after this many; 0: after `duration`
+  absl::Duration duration = absl::Seconds(30);
+  LengthRange prompt_tokens;
+  LengthRange output_tokens;  // exact: sent as max_new_tokens with ignore_eos
+  bool reuse_sessions = false;  // multi-turn conversations on sessions instead of stateless calls
+  int32_t warmup = 0;           // requests run, and not counted, before measuring
+  uint64_t seed = 1;            // prompts and per-request sampling seeds
+  float temperature = 0.8f;
+  int32_t max_in_flight = 4096;  // open loop: arrivals beyond this are dropped and counted
+  bool progress = true;          // the live line on stderr
+};
+
+// Runs the load test. Every request's outcome is counted, errors included;
+// only a bad option or an unusable address is an error here. The JSON has
+// "settings" and "results" (counts by status code, throughputs, and
+// distributions of TTFT, time per output token, inter-token latency and
+// end-to-end latency in milliseconds).
+absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
+                                        const BenchOptions& options);
+
+// The human-readable report of RunBench's JSON.
+std::string FormatBenchReport(const nlohmann::json& report);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_CLIENT_BENCH_H_

@@ -1,0 +1,43 @@
+#include <gtest/gtest.h>
+
+#include "client/bench.h"
+#include "client/stats.h"
+
+namespace linserve {
+namespace {
+
+TEST(StatsTest, NearestRankPercentiles) {
+  std::vector<double> values;
+  for (int i = 100; i >= 1; --i) values.push_back(i);
+  const Distribution d = Summarize(values);
+  EXPECT_EQ(d.count, 100);
+  EXPECT_DOUBLE_EQ(d.mean, 50.5);
+  EXPECT_EQ(d.p50, 50);
+  EXPECT_EQ(d.p90, 90);
+  EXPECT_EQ(d.p99, 99);
+  EXPECT_EQ(d.max, 100);
+}
+
+TEST(StatsTest, SmallAndEmptySamples) {
+  const Distribution one = Summarize({7});
+  EXPECT_EQ(one.p50, 7);
+  EXPECT_EQ(one.p99, 7);
+  EXPECT_EQ(one.max, 7);
+  const Distribution none = Summarize({});
+  EXPECT_EQ(none.count, 0);
+  EXPECT_EQ(none.max, 0);
+}
+
+TEST(LengthRangeTest, ParsesOneNumberOrARange) {
+  EXPECT_EQ(ParseLengthRange("x", "64")->min, 64);
+  EXPECT_EQ(ParseLengthRange("x", "64")->max, 64);
+  EXPECT_EQ(ParseLengthRange("x", "8:32")->max, 32);
+  for (const char* bad : {"", "0", "9:8", "a", "1:2:3", "-4"}) {
+    const auto parsed = ParseLengthRange("prompt_tokens", bad);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("--prompt_tokens"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace linserve

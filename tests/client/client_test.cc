@@ -1,0 +1,171 @@
+// End to end: the linserve-client binary against a real server process.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/server/e2e_helpers.h"
+#include "tests/server/server_process.h"
+
+namespace linserve {
+namespace {
+
+std::string ModelDir() {
+  static const std::string* dir = new std::string(*WriteTinyModel(FreshDir("client-model"), 8));
+  return *dir;
+}
+
+std::unique_ptr<ServerProcess> StartServer(const std::string& name) {
+  auto server = ServerProcess::Start({"--model=" + ModelDir(), "--store_dir=" + FreshDir(name)});
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+ProcessResult Client(const ServerProcess& server, std::vector<std::string> args,
+                     const std::string& input = "") {
+  args.insert(args.begin(), {ClientBinary(), "--server=" + server.address()});
+  return RunProcess(args, input);
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST(ClientTest, GenerateOutputEqualsTheServersFinalText) {
+  auto server = StartServer("client-generate");
+  ASSERT_NE(server, nullptr);
+  ProcessResult run = Client(*server, {"generate", "--seed=17", "--max_new_tokens=80",
+                                       "--temperature=0.7", "--ignore_eos", "To be"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto stub = server->Stub();
+  GenerateOutcome direct = RunGenerate(*stub, MakeRequest("To be", "", 80, 17, 0.7f));
+  ASSERT_TRUE(direct.status.ok());
+  EXPECT_EQ(run.out, direct.text);
+  EXPECT_NE(run.err.find("generated 80"), std::string::npos) << run.err;
+  // The prompt may come on stdin too.
+  ProcessResult piped = Client(*server, {"generate", "--seed=17", "--max_new_tokens=80",
+                                         "--temperature=0.7", "--ignore_eos", "-"},
+                               "To be");
+  EXPECT_EQ(piped.out, direct.text);
+  // A bad field is the server's error, on stderr, exit 1.
+  ProcessResult bad = Client(*server, {"generate", "--temperature=500", "x"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("INVALID_ARGUMENT: temperature = 500"), std::string::npos) << bad.err;
+}
+
+TEST(ClientTest, HealthIsZeroOnlyWhileServing) {
+  auto server = StartServer("client-health");
+  ASSERT_NE(server, nullptr);
+  ProcessResult serving = Client(*server, {"health"});
+  EXPECT_EQ(serving.exit_code, 0);
+  EXPECT_EQ(serving.out, "SERVING\n");
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(), 0);
+  ProcessResult stopped = Client(*server, {"health"});
+  EXPECT_NE(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find("UNAVAILABLE"), std::string::npos) << stopped.err;
+}
+
+TEST(ClientTest, SessionCommandsRoundTrip) {
+  auto server = StartServer("client-sessions");
+  ASSERT_NE(server, nullptr);
+  ProcessResult created = Client(*server, {"session", "create", "--prompt=hello there"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const std::string id = nlohmann::json::parse(created.out)["id"];
+  EXPECT_EQ(Client(*server, {"session", "get", id}).exit_code, 0);
+  ProcessResult forked = Client(*server, {"session", "fork", id});
+  ASSERT_EQ(forked.exit_code, 0);
+  const std::string state = FreshDir("client-export") + "/s.state";
+  ASSERT_EQ(Client(*server, {"session", "export", id, "--file=" + state}).exit_code, 0);
+  ProcessResult imported = Client(*server, {"session", "import", "--file=" + state});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  ProcessResult listed = Client(*server, {"session", "list", "--page_size=1"});
+  ASSERT_EQ(listed.exit_code, 0);
+  EXPECT_EQ(std::count(listed.out.begin(), listed.out.end(), '\n'), 3);  // every page
+  EXPECT_EQ(Client(*server, {"session", "delete", id}).exit_code, 0);
+  ProcessResult gone = Client(*server, {"session", "get", id});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("NOT_FOUND"), std::string::npos);
+  ProcessResult model = Client(*server, {"model"});
+  ASSERT_EQ(model.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(model.out)["attention_kind"], "linear_elu");
+}
+
+void ExpectOrdered(const nlohmann::json& d, const std::string& name) {
+  for (const char* key : {"count", "mean", "p50", "p90", "p99", "max"}) {
+    EXPECT_TRUE(d.contains(key)) << name << " lacks " << key;
+  }
+  EXPECT_LE(d["p50"].get<double>(), d["p90"].get<double>()) << name;
+  EXPECT_LE(d["p90"].get<double>(), d["p99"].get<double>()) << name;
+  EXPECT_LE(d["p99"].get<double>(), d["max"].get<double>()) << name;
+  EXPECT_LE(d["mean"].get<double>(), d["max"].get<double>()) << name;
+}
+
+TEST(ClientTest, BenchJsonHasEveryFigureAndTheCountsAddUp) {
+  auto server = StartServer("client-bench");
+  ASSERT_NE(server, nullptr);
+  const std::string json = FreshDir("client-bench-json") + "/bench.json";
+  ProcessResult run = Client(*server, {"bench", "--concurrency=4", "--duration=2",
+                                       "--prompt_tokens=8:32", "--output_tokens=16:48",
+                                       "--warmup=4", "--sessions=reuse", "--json=" + json});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = ReadJson(json);
+  const nlohmann::json& r = report["results"];
+  for (const char* key : {"sent", "ok", "failed", "dropped", "by_code", "duration_s",
+                          "request_throughput_rps", "output_token_throughput_tps",
+                          "prompt_tokens_total", "output_tokens_total"}) {
+    EXPECT_TRUE(r.contains(key)) << key;
+  }
+  for (const char* key : {"server", "mode", "concurrency", "rate", "requests", "duration_s",
+                          "prompt_tokens", "output_tokens", "sessions", "warmup", "seed"}) {
+    EXPECT_TRUE(report["settings"].contains(key)) << key;
+  }
+  EXPECT_GT(r["ok"].get<int64_t>(), 4);
+  EXPECT_EQ(r["ok"].get<int64_t>() + r["failed"].get<int64_t>(), r["sent"].get<int64_t>());
+  EXPECT_EQ(r["by_code"]["OK"].get<int64_t>(), r["ok"].get<int64_t>());
+  EXPECT_GE(r["output_tokens_total"].get<int64_t>(), 16 * r["ok"].get<int64_t>());
+  EXPECT_LE(r["output_tokens_total"].get<int64_t>(), 48 * r["ok"].get<int64_t>());
+  for (const char* key : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) ExpectOrdered(r[key], key);
+  EXPECT_NE(run.out.find("time to first token"), std::string::npos);
+
+  // Open loop too.
+  ProcessResult open = Client(*server, {"bench", "--rate=50", "--requests=30",
+                                        "--output_tokens=8", "--json=" + json});
+  ASSERT_EQ(open.exit_code, 0) << open.err;
+  const nlohmann::json open_report = ReadJson(json);
+  EXPECT_EQ(open_report["settings"]["mode"], "open_loop");
+  EXPECT_EQ(open_report["results"]["ok"].get<int64_t>() +
+                open_report["results"]["failed"].get<int64_t>(),
+            30);
+}
+
+TEST(ClientTest, AServerKilledMidRunShowsUpAsFailuresNotACrash) {
+  auto server = StartServer("client-kill");
+  ASSERT_NE(server, nullptr);
+  const std::string json = FreshDir("client-kill-json") + "/bench.json";
+  ProcessResult run;
+  std::thread bench([&] {
+    run = Client(*server, {"bench", "--concurrency=4", "--duration=4", "--output_tokens=64",
+                           "--progress=false", "--json=" + json});
+  });
+  absl::SleepFor(absl::Milliseconds(1500));
+  server->Signal(SIGKILL);
+  server->Wait();
+  bench.join();
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json r = ReadJson(json)["results"];
+  EXPECT_GT(r["ok"].get<int64_t>(), 0);
+  EXPECT_GT(r["failed"].get<int64_t>(), 0);
+  EXPECT_GT(r["by_code"]["UNAVAILABLE"].get<int64_t>(), 0);
+  EXPECT_EQ(r["ok"].get<int64_t>() + r["failed"].get<int64_t>(), r["sent"].get<int64_t>());
+}
+
+}  // namespace
+}  // namespace linserve
