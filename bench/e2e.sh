@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The end-to-end benchmark: starts a server with the default model on a free
+# loopback port, runs linserve-e2e-bench against it, stops the server.
+#
+#   bench/e2e.sh [--quick] [--record]
+#
+# --quick: tiny sizes (a smoke run). --record: also add the output to
+# bench/RESULTS.md, newest first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${LINSERVE_BUILD_DIR:-build}
+quick=() record=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=(--quick) ;;
+    --record) record=1 ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+export OPENBLAS_NUM_THREADS=1
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$build/server/linserve" --model=models/default --listen=127.0.0.1:0 --metrics_port=-1 \
+  --store_dir="$work/store" --max_prompt_bytes=20000 2> "$work/server.log" &
+server_pid=$!
+for _ in $(seq 600); do
+  grep -q '"event":"serving"' "$work/server.log" && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+port=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p; s/.*"port":\([0-9]*\).*"event":"listening".*/\1/p' "$work/server.log" | head -n1)
+[ -n "$port" ] || { echo "no port in the server log" >&2; exit 1; }
+
+"$build/bench/linserve-e2e-bench" --server="127.0.0.1:$port" --model=models/default "${quick[@]}" \
+  | tee "$work/out.txt"
+
+if [ "$record" = 1 ]; then
+  {
+    echo "## End-to-end benchmark, $(date -u +%F), $(nproc) cores (CPU)"
+    echo
+    echo "Command (after \`scripts/setup && scripts/build\`): \`bench/e2e.sh --record\`"
+    echo
+    echo '```'
+    cat "$work/out.txt"
+    echo '```'
+    echo
+  } > "$work/section.md"
+  # Newest first: after the file's introduction, before the first run.
+  awk -v section="$work/section.md" '
+    /^## / && !done { while ((getline line < section) > 0) print line; done = 1 }
+    { print }' bench/RESULTS.md > "$work/results.md"
+  cp "$work/results.md" bench/RESULTS.md
+fi
