@@ -114,16 +114,32 @@ int64_t LanguageModel::StateBytes(int64_t position) const {
 absl::StatusOr<std::vector<float>> LanguageModel::Prefill(State& state,
                                                           absl::Span<const int64_t> tokens) {
   if (state.batch_size() != 1) return absl::InvalidArgumentError("Prefill: one session at a time");
-  if (tokens.empty()) return absl::InvalidArgumentError("Prefill: tokens is empty");
+  LINSERVE_ASSIGN_OR_RETURN(torch::Tensor last, PrefillBatch(state, tokens));
+  return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
+}
+
+absl::StatusOr<torch::Tensor> LanguageModel::PrefillBatch(State& batch,
+                                                          absl::Span<const int64_t> tokens) {
+  const int64_t sessions = batch.batch_size();
+  if (sessions < 1 || tokens.empty() || static_cast<int64_t>(tokens.size()) % sessions != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Prefill: ", tokens.size(), " tokens for ",
+                                                   sessions, " sessions; need equal rows"));
+  }
+  for (int64_t position : batch.positions) {
+    if (position != batch.positions[0]) {
+      return absl::InvalidArgumentError("Prefill: sessions must stand at the same position");
+    }
+  }
   LINSERVE_RETURN_IF_ERROR(CheckTokens(tokens, config_.vocab_size));
   try {
     torch::NoGradGuard no_grad;
     // On failure the state must stay as it was: advance a shallow copy.
-    State next = state;
-    torch::Tensor logits = module_->ForwardChunked(TokenTensor(tokens, device()).unsqueeze(0), next);
-    torch::Tensor last = logits[0][-1].to(torch::kCPU, torch::kFloat32).contiguous();
-    state = std::move(next);
-    return std::vector<float>(last.data_ptr<float>(), last.data_ptr<float>() + last.numel());
+    State next = batch;
+    torch::Tensor logits =
+        module_->ForwardChunked(TokenTensor(tokens, device()).view({sessions, -1}), next);
+    torch::Tensor last = logits.select(1, -1).to(torch::kCPU, torch::kFloat32).contiguous();
+    batch = std::move(next);
+    return last;  // (B, V)
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("Prefill: ", e.what_without_backtrace()));
   }

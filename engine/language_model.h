@@ -47,6 +47,10 @@ class LanguageModel {
 
   // Chunked prefill of one session; returns the logits after the last token.
   absl::StatusOr<std::vector<float>> Prefill(State& state, absl::Span<const int64_t> tokens);
+  // Chunked prefill of B sessions at once: `tokens` is B rows of equal length
+  // (row-major) and every session stands at the same position. Returns the
+  // logits after each row's last token, (B, V) float32 on CPU.
+  absl::StatusOr<torch::Tensor> PrefillBatch(State& batch, absl::Span<const int64_t> tokens);
   // One decode step for every session of `batch`; logits (B, V), float32 on CPU.
   absl::StatusOr<torch::Tensor> Step(State& batch, absl::Span<const int64_t> tokens);
 

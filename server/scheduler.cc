@@ -261,31 +261,68 @@ absl::Status Scheduler::Impl::Begin(Turn& turn) {
 }
 
 bool Scheduler::Impl::Prefill() {
+  std::vector<Turn*> pending;
+  for (auto& turn : active_) {
+    if (!turn->done && turn->prefilling()) pending.push_back(turn.get());
+  }
   int64_t budget = options_.prefill_token_budget;
   bool advanced = false;
-  for (auto& turn_ptr : active_) {
-    Turn& turn = *turn_ptr;
-    if (budget <= 0) break;
-    if (turn.done || !turn.prefilling()) continue;
-    const int64_t n = std::min<int64_t>(budget, turn.prefill.size() - turn.prefilled);
-    absl::StatusOr<std::vector<float>> logits =
-        model_->Prefill(turn.state, absl::MakeConstSpan(turn.prefill).subspan(turn.prefilled, n));
-    advanced = true;
-    if (!logits.ok()) {
-      FinishWithError(turn, logits.status());
-      continue;
+  for (size_t next = 0; next < pending.size() && budget > 0; ++next) {
+    Turn* lead = pending[next];
+    if (lead->done || !lead->prefilling()) continue;  // already went with an earlier group
+    const int64_t remaining = static_cast<int64_t>(lead->prefill.size() - lead->prefilled);
+    const int64_t n = std::min(remaining, budget);
+    // Turns that finish their prefill with exactly as many tokens from the
+    // same position go through the model together: one batched call costs
+    // about what one session's does.
+    std::vector<Turn*> group = {lead};
+    for (size_t j = next + 1; n == remaining && j < pending.size(); ++j) {
+      Turn* other = pending[j];
+      if (static_cast<int64_t>(group.size() + 1) * n > budget) break;
+      if (!other->done && other->prefill.size() - other->prefilled == static_cast<size_t>(n) &&
+          other->state.positions[0] == lead->state.positions[0]) {
+        group.push_back(other);
+      }
     }
-    turn.prefilled += n;
-    budget -= n;
-    metrics_->prompt_tokens_total().Increment(static_cast<double>(n));
+    budget -= n * static_cast<int64_t>(group.size());
+    advanced = true;
+    PrefillGroup(group, n);
+  }
+  return advanced;
+}
+
+void Scheduler::Impl::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
+  std::vector<int64_t> tokens;
+  std::vector<const State*> states;
+  for (Turn* turn : group) {
+    const auto first = turn->prefill.begin() + static_cast<std::ptrdiff_t>(turn->prefilled);
+    tokens.insert(tokens.end(), first, first + n);
+    states.push_back(&turn->state);
+  }
+  State batch = group.size() == 1 ? group[0]->state : StackStates(states);
+  absl::StatusOr<torch::Tensor> logits = model_->PrefillBatch(batch, tokens);
+  if (!logits.ok()) {
+    for (Turn* turn : group) FinishWithError(*turn, logits.status());
+    return;
+  }
+  if (group.size() == 1) {
+    group[0]->state = std::move(batch);
+  } else {
+    std::vector<State> rows = SplitState(batch);
+    for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
+  }
+  metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
+  const int64_t vocab = logits->size(1);
+  for (size_t i = 0; i < group.size(); ++i) {
+    Turn& turn = *group[i];
+    turn.prefilled += static_cast<size_t>(n);
     if (turn.prefilling()) continue;
     if (turn.creates_session()) {
       FinishTurn(turn, /*cancelled=*/false);
     } else {
-      Emit(turn, logits->data());
+      Emit(turn, logits->data_ptr<float>() + i * vocab);
     }
   }
-  return advanced;
 }
 
 bool Scheduler::Impl::Decode() {

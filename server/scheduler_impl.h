@@ -103,6 +103,9 @@ class Scheduler::Impl {
   absl::Status Begin(Turn& turn);
   void DropCancelled();
   bool Prefill();
+  // Prefills the next `n` tokens of every turn of `group` (all at the same
+  // position) in one batched call.
+  void PrefillGroup(const std::vector<Turn*>& group, int64_t n);
   bool Decode();
   void Emit(Turn& turn, const float* logits);
   void DetachBatch();

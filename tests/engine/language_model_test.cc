@@ -191,5 +191,56 @@ TEST(StepValidationTest, RejectsOutOfRangeTokensAndLeavesStateAlone) {
   EXPECT_FALSE(model->Step(state, {1, 2}).ok());  // two tokens for one session
 }
 
+class PrefillBatchTest : public ::testing::TestWithParam<NamedConfig> {};
+
+TEST_P(PrefillBatchTest, EqualsEachSessionPrefilledAlone) {
+  auto model = LanguageModel::Create(GetParam().config, 3, torch::kCPU);
+  // Two sessions at the same position 5, then 11 tokens each at once.
+  const std::vector<int64_t> head = {256, 1, 2, 3, 4};
+  const std::vector<std::vector<int64_t>> rows = {{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+                                                  {99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89}};
+  std::vector<State> alone;
+  std::vector<std::vector<float>> expected;
+  for (const auto& row : rows) {
+    State s = model->NewState();
+    ASSERT_TRUE(model->Prefill(s, head).ok());
+    expected.push_back(*model->Prefill(s, row));
+    alone.push_back(std::move(s));
+  }
+  State first = model->NewState(), second = model->NewState();
+  ASSERT_TRUE(model->Prefill(first, head).ok());
+  ASSERT_TRUE(model->Prefill(second, head).ok());
+  State batch = StackStates({&first, &second});
+  std::vector<int64_t> tokens = rows[0];
+  tokens.insert(tokens.end(), rows[1].begin(), rows[1].end());
+  auto logits = model->PrefillBatch(batch, tokens);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_EQ(logits->size(0), 2);
+  std::vector<State> split = SplitState(batch);
+  for (int i = 0; i < 2; ++i) {
+    torch::Tensor want = torch::tensor(expected[i]);
+    EXPECT_TRUE(torch::allclose((*logits)[i], want, 1e-4, 1e-5)) << "row " << i;
+    EXPECT_EQ(split[i].positions[0], 16);
+    // The next step from either state gives the same logits.
+    auto a = model->Step(split[i], {7});
+    auto b = model->Step(alone[i], {7});
+    EXPECT_TRUE(torch::allclose(*a, *b, 1e-4, 1e-5)) << "row " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, PrefillBatchTest, ::testing::ValuesIn(AllKindConfigs()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PrefillBatchValidationTest, RowsMustBeEqualAndPositionsShared) {
+  auto model = LanguageModel::Create(ConfigNamed("linear_elu"), 1, torch::kCPU);
+  State a = model->NewState(), b = model->NewState();
+  ASSERT_TRUE(model->Prefill(a, {256, 1}).ok());
+  State batch = StackStates({&a, &b});
+  EXPECT_FALSE(model->PrefillBatch(batch, {1, 2, 3, 4}).ok());  // positions 2 and 0
+  State fresh = StackStates({&b, &b});
+  EXPECT_FALSE(model->PrefillBatch(fresh, {1, 2, 3}).ok());  // 3 tokens for 2 rows
+  EXPECT_TRUE(model->PrefillBatch(fresh, {1, 2, 3, 4}).ok());
+}
+
 }  // namespace
 }  // namespace linserve
