@@ -183,9 +183,12 @@ int Serve() {
 
   int received = 0;
   sigwait(&signals, &received);
+  // First stop advertising and accepting, then say so: whoever reads the
+  // log line may rely on both.
+  health->Shutdown();  // NOT_SERVING from now on
+  (*scheduler)->RefuseNewWork();
   LogInfo("shutting_down", {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
                             {"running_requests", (*scheduler)->InFlight()}});
-  health->Shutdown();  // NOT_SERVING from now on
   (*scheduler)->Drain(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   scheduler->reset();

@@ -79,6 +79,11 @@ int Scheduler::Impl::InFlight() const {
   return in_flight_;
 }
 
+void Scheduler::Impl::RefuseNewWork() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
 void Scheduler::Impl::Drain(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);

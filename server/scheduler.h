@@ -86,6 +86,8 @@ class Scheduler {
   // `record` has passed DecodeStateFileOfModel; the session gets a new id.
   void ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done);
 
+  // From now on new turns are refused with UNAVAILABLE (the start of Drain).
+  void RefuseNewWork();
   // Shutdown: refuses new turns (UNAVAILABLE), lets running ones finish until
   // `deadline`, cuts the rest (FINISH_REASON_CANCELLED; their sessions keep
   // their last finished turn) and returns once every checkpoint is durable.

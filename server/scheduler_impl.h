@@ -71,6 +71,7 @@ class Scheduler::Impl {
   // Thread-safe.
   absl::Status Submit(std::unique_ptr<Turn> turn);
   void Post(std::function<void()> task);
+  void RefuseNewWork();
   void Drain(absl::Time deadline);
   int InFlight() const;
 

@@ -375,6 +375,7 @@ void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<Ses
                done = std::move(done)] { impl->ImportSession(tenant, record, done); });
 }
 
+void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }
 void Scheduler::Drain(absl::Time deadline) { impl_->Drain(deadline); }
 int Scheduler::InFlight() const { return impl_->InFlight(); }
 const std::string& Scheduler::fingerprint() const { return impl_->fingerprint_; }
