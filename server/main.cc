@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/language_model.h"
+#include "server/auth.h"
 #include "server/disk_state_store.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -54,6 +55,13 @@ ABSL_FLAG(int32_t, max_top_logprobs, 20, "Alternatives per token with logprobs o
 ABSL_FLAG(int64_t, max_state_bytes, 64 << 20, "Bytes of one state file (import or store)");
 ABSL_FLAG(int32_t, max_state_chunk_bytes, 64 << 10, "Bytes of one Export/ImportSession chunk");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve gRPC over TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA roots: require client certificates signed by them (mTLS)");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Bearer tokens, one \"TOKEN TENANT\" per line (needs TLS); each tenant sees only "
+          "its own sessions");
 ABSL_FLAG(int32_t, warmup_steps, 16,
           "Decode steps run at start, before health says SERVING; 0 skips the warm-up");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
@@ -149,7 +157,12 @@ int Serve() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials({absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+                             absl::GetFlag(FLAGS_tls_client_ca_file),
+                             absl::GetFlag(FLAGS_auth_tokens_file)});
+  if (!credentials.ok()) return Fail("bad_flags", credentials.status());
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -159,7 +172,11 @@ int Serve() {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);  // until the model is loaded
-  LogInfo("listening", {{"port", port}, {"metrics_port", metrics_port}});
+  LogInfo("listening", {{"port", port},
+                        {"metrics_port", metrics_port},
+                        {"tls", !absl::GetFlag(FLAGS_tls_cert_file).empty()},
+                        {"mtls", !absl::GetFlag(FLAGS_tls_client_ca_file).empty()},
+                        {"tokens", !absl::GetFlag(FLAGS_auth_tokens_file).empty()}});
 
   absl::StatusOr<torch::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return Fail("bad_flags", device.status());

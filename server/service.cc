@@ -3,13 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth.h"
 #include "server/generate_stream.h"
 #include "server/log.h"
 
 namespace linserve {
 namespace {
-
-const char* const kTenantProperty = "linserve-tenant";
 
 absl::Status NotReady() {
   return absl::UnavailableError("the model is still loading; retry shortly");
