@@ -6,7 +6,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/sha256.h"
 #include "server/atomic_file.h"
 
 namespace linserve {
@@ -28,10 +27,7 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
 }
 
 std::string DiskStateStore::PathOf(const StoredSessionKey& key) const {
-  // The NUL keeps ("ab", "c") and ("a", "bc") apart.
-  const std::string name = Sha256Hex({std::string_view(key.tenant), std::string_view("\0", 1),
-                                      std::string_view(key.session_id)});
-  return (std::filesystem::path(dir_) / (name + kExtension)).string();
+  return (std::filesystem::path(dir_) / (StoredSessionName(key) + kExtension)).string();
 }
 
 absl::Status DiskStateStore::Put(const StoredSessionKey& key, const std::string& state_file) {

@@ -22,6 +22,7 @@
 #include "engine/language_model.h"
 #include "server/auth.h"
 #include "server/disk_state_store.h"
+#include "server/redis_state_store.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
@@ -35,6 +36,9 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a fr
 ABSL_FLAG(int32_t, metrics_port, 9464,
           "Prometheus /metrics port; 0 picks a free port (logged), -1 is off");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "IPv4 address the metrics endpoint listens on");
+ABSL_FLAG(std::string, store, "disk",
+          "Session store: disk (in --store_dir) or redis://HOST:PORT[/DB][?prefix=NAME], shared "
+          "by replicas; entries expire after --session_ttl_seconds");
 ABSL_FLAG(std::string, store_dir, "sessions", "Directory of the disk session store");
 ABSL_FLAG(int32_t, max_batch, 64, "Generate requests running at once (prefilling or decoding)");
 ABSL_FLAG(int32_t, max_queued_requests, 256,
@@ -122,6 +126,22 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   return o;
 }
 
+absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
+  const std::string store = absl::GetFlag(FLAGS_store);
+  if (store == "disk") {
+    absl::StatusOr<std::unique_ptr<DiskStateStore>> disk =
+        DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir));
+    if (!disk.ok()) return disk.status();
+    return std::unique_ptr<StateStore>(*std::move(disk));
+  }
+  absl::StatusOr<RedisAddress> address = ParseRedisUrl(store);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::unique_ptr<RedisStateStore>> redis =
+      RedisStateStore::Open(*address, ttl, absl::Seconds(2));
+  if (!redis.ok()) return redis.status();
+  return std::unique_ptr<StateStore>(*std::move(redis));
+}
+
 int Fail(const char* event, const absl::Status& status) {
   LogError(event, {{"error", status.ToString()}});
   return 1;
@@ -184,8 +204,7 @@ int Serve() {
   absl::StatusOr<std::unique_ptr<LanguageModel>> model =
       LanguageModel::Load(absl::GetFlag(FLAGS_model), *device);
   if (!model.ok()) return Fail("model_load_failed", model.status());
-  absl::StatusOr<std::unique_ptr<DiskStateStore>> store =
-      DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir));
+  absl::StatusOr<std::unique_ptr<StateStore>> store = OpenStore(options->scheduler.session_ttl);
   if (!store.ok()) return Fail("store_open_failed", store.status());
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
       Scheduler::Start(*std::move(model), store->get(), &metrics, options->scheduler);

@@ -118,14 +118,19 @@ void Scheduler::Impl::Run() {
     if (!turn->done) FinishTurn(*turn, /*cancelled=*/true);
   }
   RemoveDone();
-  absl::MutexLock lock(&mu_);
-  for (auto& turn : queue_) {
+  std::deque<std::unique_ptr<Turn>> queued;
+  std::vector<std::function<void()>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    queued.swap(queue_);
+    tasks.swap(tasks_);
+  }
+  // Outside the lock: answering may call back into the scheduler.
+  for (auto& turn : queued) {
     if (turn->sink) turn->sink->Finish(absl::UnavailableError("the server stopped"));
     if (turn->on_created) turn->on_created(absl::UnavailableError("the server stopped"));
   }
-  queue_.clear();
-  for (auto& task : tasks_) task();
-  tasks_.clear();
+  for (auto& task : tasks) task();
 }
 
 bool Scheduler::Impl::WaitForWork(bool busy) {
@@ -228,7 +233,7 @@ absl::Status Scheduler::Impl::Begin(Turn& turn) {
     return absl::OkStatus();
   }
   if (!turn.call.session_id.empty()) {
-    LINSERVE_ASSIGN_OR_RETURN(Session * session, pool_.Find(turn.tenant, turn.call.session_id));
+    LINSERVE_ASSIGN_OR_RETURN(Session * session, FindSession(turn.tenant, turn.call.session_id));
     if (session->busy) {
       metrics_->CountRejection("session_busy");
       return absl::FailedPreconditionError(

@@ -116,6 +116,8 @@ class Scheduler::Impl {
   void SweepIdleSessions();
 
   // Session helpers.
+  // The pool's session, or one the store has that the pool does not know.
+  absl::StatusOr<Session*> FindSession(const std::string& tenant, const std::string& id);
   absl::Status MakeResident(Session& session);
   SessionRecord RecordOf(const Session& session) const;
   SessionInfo InfoOf(const Session& session) const;

@@ -79,6 +79,32 @@ void Scheduler::Impl::Checkpoint(Session& session, std::function<void(absl::Stat
               });
 }
 
+absl::StatusOr<Session*> Scheduler::Impl::FindSession(const std::string& tenant,
+                                                      const std::string& id) {
+  absl::StatusOr<Session*> found = pool_.Find(tenant, id);
+  if (found.ok() || !absl::IsNotFound(found.status())) return found;
+  // Another replica sharing the store may have made it, or this server may
+  // have restarted since: adopt it from the store.
+  absl::StatusOr<std::string> file = store_->Get({tenant, id});
+  if (absl::IsNotFound(file.status())) return found.status();
+  if (!file.ok()) return file.status();  // e.g. Redis down: UNAVAILABLE, not a lie
+  absl::StatusOr<SessionRecord> record =
+      DecodeStateFileOfModel(*file, options_.max_state_bytes, fingerprint_);
+  if (!record.ok()) return record.status();
+  if (record->tenant != tenant || record->session_id != id) return found.status();
+  auto session = std::make_unique<Session>();
+  session->tenant = record->tenant;
+  session->id = record->session_id;
+  session->position = record->position;
+  session->pending_token = record->pending_token;
+  session->rng = {record->rng_seed, record->rng_draws};
+  session->created_unix_ms = record->created_unix_ms;
+  session->last_used_unix_ms = record->last_used_unix_ms;
+  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(std::move(session)));
+  UpdateSessionGauges();
+  return pool_.FindById(id);
+}
+
 absl::Status Scheduler::Impl::MakeResident(Session& session) {
   pool_.Touch(&session);
   if (session.state) return absl::OkStatus();
@@ -174,7 +200,7 @@ void Scheduler::Impl::CreateEmptySession(const std::string& tenant,
 
 void Scheduler::Impl::GetSession(const std::string& tenant, const std::string& id,
                                  const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  absl::StatusOr<Session*> session = FindSession(tenant, id);
   if (!session.ok()) return done(session.status());
   done(InfoOf(**session));
 }
@@ -210,7 +236,7 @@ void Scheduler::Impl::ListSessions(const std::string& tenant, int32_t page_size,
 
 void Scheduler::Impl::DeleteSession(const std::string& tenant, const std::string& id,
                                     const Done<bool>& done) {
-  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  absl::StatusOr<Session*> session = FindSession(tenant, id);
   if (!session.ok()) return done(session.status());
   if ((*session)->busy) {
     return done(absl::FailedPreconditionError(
@@ -228,7 +254,7 @@ void Scheduler::Impl::DeleteSession(const std::string& tenant, const std::string
 
 void Scheduler::Impl::ForkSession(const std::string& tenant, const std::string& id,
                                   const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> source = pool_.Find(tenant, id);
+  absl::StatusOr<Session*> source = FindSession(tenant, id);
   if (!source.ok()) return done(source.status());
   absl::Status resident = MakeResident(**source);
   if (!resident.ok()) return done(resident);
@@ -256,7 +282,7 @@ void Scheduler::Impl::ForkSession(const std::string& tenant, const std::string& 
 
 void Scheduler::Impl::ExportSession(const std::string& tenant, const std::string& id,
                                     const Done<std::string>& done) {
-  absl::StatusOr<Session*> session = pool_.Find(tenant, id);
+  absl::StatusOr<Session*> session = FindSession(tenant, id);
   if (!session.ok()) return done(session.status());
   if ((*session)->state) return done(EncodeStateFile(RecordOf(**session)));
   // Spilled: the store holds exactly the last finished turn.

@@ -17,6 +17,11 @@ struct StoredSessionKey {
   std::string session_id;
 };
 
+// The name a store files `key` under: the SHA-256 (hex) of tenant, NUL and
+// session id, so that no client string becomes a path or key by itself and
+// ("ab", "c") and ("a", "bc") stay apart.
+std::string StoredSessionName(const StoredSessionKey& key);
+
 class StateStore {
  public:
   virtual ~StateStore() = default;

@@ -1,0 +1,118 @@
+// The Redis store against a real redis-server.
+
+#include "server/redis_state_store.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "tests/server/redis_process.h"
+
+namespace linserve {
+namespace {
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisProcess::Available()) GTEST_SKIP() << "redis-server is not installed";
+    auto redis = RedisProcess::Start();
+    ASSERT_TRUE(redis.ok()) << redis.status();
+    redis_ = *std::move(redis);
+  }
+
+  std::unique_ptr<RedisStateStore> Open(absl::Duration ttl = absl::ZeroDuration()) {
+    auto address = ParseRedisUrl(redis_->url() + "?prefix=test");
+    EXPECT_TRUE(address.ok());
+    auto store = RedisStateStore::Open(*address, ttl, absl::Seconds(2));
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  std::unique_ptr<RedisProcess> redis_;
+};
+
+TEST(RedisUrlTest, ParsesAndNamesWhatIsWrong) {
+  auto full = ParseRedisUrl("redis://cache.local:6380/2?prefix=prod");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->host, "cache.local");
+  EXPECT_EQ(full->port, 6380);
+  EXPECT_EQ(full->db, 2);
+  EXPECT_EQ(full->prefix, "prod");
+  auto plain = ParseRedisUrl("redis://r");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->port, 6379);
+  EXPECT_EQ(plain->prefix, "linserve");
+  for (const char* bad : {"http://r", "redis://", "redis://r:0", "redis://r:x", "redis://r/x",
+                          "redis://r?foo=1"}) {
+    auto parsed = ParseRedisUrl(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.status().message().find("--store"), std::string::npos);
+  }
+}
+
+TEST_F(RedisStoreTest, PutGetDeleteLoadAllAndTenantsApart) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey a{"alice", "0123456789abcdef0123456789abcdef"};
+  const StoredSessionKey b{"bob", "0123456789abcdef0123456789abcdef"};
+  std::string binary("state\0file\xff", 11);
+  ASSERT_TRUE(store->Put(a, binary).ok());
+  ASSERT_TRUE(store->Put(b, "bob's").ok());
+  EXPECT_EQ(*store->Get(a), binary);
+  EXPECT_EQ(*store->Get(b), "bob's");
+  EXPECT_NE(store->KeyOf(a), store->KeyOf(b));
+  EXPECT_EQ(store->KeyOf(a).rfind("test:session:", 0), 0u);
+  auto all = store->LoadAll();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  ASSERT_TRUE(store->Delete(a).ok());
+  EXPECT_EQ(store->Get(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store->Delete(a).ok());  // deleting twice is fine
+}
+
+TEST_F(RedisStoreTest, EntriesExpireAfterTheTtl) {
+  auto store = Open(absl::Milliseconds(300));
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"", "00000000000000000000000000000001"};
+  ASSERT_TRUE(store->Put(key, "x").ok());
+  EXPECT_TRUE(store->Get(key).ok());
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ(store->Get(key).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RedisStoreTest, RedisDownIsUnavailableAndTheStoreRecoversWhenItReturns) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"", "00000000000000000000000000000002"};
+  ASSERT_TRUE(store->Put(key, "before").ok());
+  const int port = redis_->port();
+  redis_->Kill();
+  const absl::Status down = store->Put(key, "during");
+  EXPECT_EQ(down.code(), absl::StatusCode::kUnavailable) << down;
+  EXPECT_NE(down.message().find("redis at 127.0.0.1"), std::string::npos) << down;
+  EXPECT_EQ(store->Get(key).status().code(), absl::StatusCode::kUnavailable);
+  auto back = RedisProcess::Start({}, port);  // an empty Redis on the same port
+  ASSERT_TRUE(back.ok()) << back.status();
+  redis_ = *std::move(back);
+  EXPECT_TRUE(store->Put(key, "after").ok());
+  EXPECT_EQ(*store->Get(key), "after");
+}
+
+TEST_F(RedisStoreTest, OutOfMemoryIsResourceExhausted) {
+  redis_.reset();
+  auto small = RedisProcess::Start({"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"});
+  ASSERT_TRUE(small.ok());
+  redis_ = *std::move(small);
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::string big(256 << 10, 'x');
+  absl::Status status;
+  for (int i = 0; i < 64 && status.ok(); ++i) {
+    status = store->Put({"", std::string(31, '0') + std::to_string(i % 10)} , big + std::to_string(i));
+    if (status.ok()) status = store->Put({"t" + std::to_string(i), "x"}, big);
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("out of memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace linserve
