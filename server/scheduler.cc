@@ -216,20 +216,13 @@ absl::Status Scheduler::Impl::Begin(Turn& turn) {
   SamplingParams& params = turn.call.sampling;
   SamplerRngState rng{params.seed, 0};
   if (turn.creates_session()) {
-    LINSERVE_ASSIGN_OR_RETURN(Session * session, pool_.Add(turn.tenant, NowUnixMs()));
-    absl::Status room = pool_.MakeRoom(session);
-    if (!room.ok()) {
-      pool_.Remove(session->id);
-      return room;
-    }
-    session->state = std::make_unique<State>(model_->NewState());
+    LINSERVE_ASSIGN_OR_RETURN(Session * session, AddResident(turn.tenant, model_->NewState()));
     session->busy = true;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
     turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
     turn.held_back = turn.prefill.back();  // the prompt is not empty here
     turn.prefill.pop_back();
-    UpdateSessionGauges();
     return absl::OkStatus();
   }
   if (!turn.call.session_id.empty()) {
@@ -502,13 +495,9 @@ void Scheduler::Impl::SweepIdleSessions() {
   const int64_t cutoff = NowUnixMs() - absl::ToInt64Milliseconds(options_.session_ttl);
   const std::vector<std::string> expired = pool_.IdleSince(cutoff);
   if (expired.empty()) return;
-  for (const std::string& id : expired) {
-    writer_.Delete(pool_.FindById(id)->key(), nullptr);
-    pool_.Remove(id);
-  }
+  for (const std::string& id : expired) Forget(id, nullptr);
   LogInfo("sessions_expired", {{"count", expired.size()},
                                {"idle_ttl_s", absl::ToInt64Seconds(options_.session_ttl)}});
-  UpdateSessionGauges();
 }
 
 }  // namespace linserve

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/generation.h"
@@ -118,9 +119,18 @@ class Scheduler::Impl {
   // Session helpers.
   // The pool's session, or one the store has that the pool does not know.
   absl::StatusOr<Session*> FindSession(const std::string& tenant, const std::string& id);
+  // Removes the session from the pool and the store; `done` runs on the
+  // writer thread once the store entry is gone.
+  void Forget(const std::string& id, std::function<void(absl::Status)> done);
   absl::Status MakeResident(Session& session);
   SessionRecord RecordOf(const Session& session) const;
   SessionInfo InfoOf(const Session& session) const;
+  // A new session of `tenant` holding `state`, with room made in memory;
+  // RESOURCE_EXHAUSTED at the session limits.
+  absl::StatusOr<Session*> AddResident(const std::string& tenant, State state);
+  // Checkpoints the session, then answers `done` with its info (or why
+  // saving `what` failed).
+  void CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done, const char* what);
   // Queues the session's checkpoint; `durable` runs on the writer thread
   // once it is (or failed).
   void Checkpoint(Session& session, std::function<void(absl::Status)> durable);
@@ -145,6 +155,9 @@ class Scheduler::Impl {
 
   // Engine thread only.
   SessionPool pool_;
+  // Sessions deleted whose store entry the writer has not removed yet: never
+  // adopted back from the store meanwhile.
+  absl::flat_hash_set<std::string> deleting_;
   std::vector<std::unique_ptr<Turn>> active_;  // admission order
   std::vector<Turn*> batch_members_;           // the rows of batch_, in order
   State batch_;

@@ -35,6 +35,20 @@ absl::StatusOr<std::pair<int64_t, std::string>> ParsePageToken(const std::string
   return std::make_pair(created, parts.second);
 }
 
+// A session known from its state file; the state itself stays in the store
+// until a turn needs it.
+std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
+  auto session = std::make_unique<Session>();
+  session->tenant = record.tenant;
+  session->id = record.session_id;
+  session->position = record.position;
+  session->pending_token = record.pending_token;
+  session->rng = {record.rng_seed, record.rng_draws};
+  session->created_unix_ms = record.created_unix_ms;
+  session->last_used_unix_ms = record.last_used_unix_ms;
+  return session;
+}
+
 }  // namespace
 
 int64_t Scheduler::Impl::NowUnixMs() const { return absl::ToUnixMillis(absl::Now()); }
@@ -82,7 +96,7 @@ void Scheduler::Impl::Checkpoint(Session& session, std::function<void(absl::Stat
 absl::StatusOr<Session*> Scheduler::Impl::FindSession(const std::string& tenant,
                                                       const std::string& id) {
   absl::StatusOr<Session*> found = pool_.Find(tenant, id);
-  if (found.ok() || !absl::IsNotFound(found.status())) return found;
+  if (found.ok() || !absl::IsNotFound(found.status()) || deleting_.contains(id)) return found;
   // Another replica sharing the store may have made it, or this server may
   // have restarted since: adopt it from the store.
   absl::StatusOr<std::string> file = store_->Get({tenant, id});
@@ -92,17 +106,21 @@ absl::StatusOr<Session*> Scheduler::Impl::FindSession(const std::string& tenant,
       DecodeStateFileOfModel(*file, options_.max_state_bytes, fingerprint_);
   if (!record.ok()) return record.status();
   if (record->tenant != tenant || record->session_id != id) return found.status();
-  auto session = std::make_unique<Session>();
-  session->tenant = record->tenant;
-  session->id = record->session_id;
-  session->position = record->position;
-  session->pending_token = record->pending_token;
-  session->rng = {record->rng_seed, record->rng_draws};
-  session->created_unix_ms = record->created_unix_ms;
-  session->last_used_unix_ms = record->last_used_unix_ms;
-  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(std::move(session)));
+  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(SessionFromRecord(*record)));
   UpdateSessionGauges();
   return pool_.FindById(id);
+}
+
+void Scheduler::Impl::Forget(const std::string& id, std::function<void(absl::Status)> done) {
+  Session* session = pool_.FindById(id);
+  const StoredSessionKey key = session->key();
+  pool_.Remove(id);
+  deleting_.insert(id);
+  UpdateSessionGauges();
+  writer_.Delete(key, [this, id, done = std::move(done)](absl::Status deleted) {
+    Post([this, id] { deleting_.erase(id); });
+    if (done) done(std::move(deleted));
+  });
 }
 
 absl::Status Scheduler::Impl::MakeResident(Session& session) {
@@ -124,6 +142,29 @@ absl::Status Scheduler::Impl::MakeResident(Session& session) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant, State state) {
+  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
+  if (!session.ok()) {
+    metrics_->CountRejection("session_limit");
+    return session.status();
+  }
+  if (absl::Status room = pool_.MakeRoom(*session); !room.ok()) {
+    pool_.Remove((*session)->id);
+    return room;
+  }
+  (*session)->state = std::make_unique<State>(std::move(state));
+  UpdateSessionGauges();
+  return session;
+}
+
+void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done,
+                                           const char* what) {
+  Checkpoint(session, [done, what, info = InfoOf(session)](absl::Status written) {
+    if (written.ok()) return done(info);
+    done(absl::UnavailableError(absl::StrCat("saving ", what, " failed: ", written.message())));
+  });
+}
+
 void Scheduler::Impl::UpdateSessionGauges() {
   const int64_t resident = pool_.in_memory();
   metrics_->sessions_on_device().Set(static_cast<double>(resident));
@@ -141,15 +182,7 @@ absl::Status Scheduler::Impl::LoadStore() {
       LogWarning("stored_session_skipped", {{"error", record.status().ToString()}});
       continue;
     }
-    auto session = std::make_unique<Session>();
-    session->tenant = record->tenant;
-    session->id = record->session_id;
-    session->position = record->position;
-    session->pending_token = record->pending_token;
-    session->rng = {record->rng_seed, record->rng_draws};
-    session->created_unix_ms = record->created_unix_ms;
-    session->last_used_unix_ms = record->last_used_unix_ms;
-    absl::Status added = pool_.AddStored(std::move(session));
+    absl::Status added = pool_.AddStored(SessionFromRecord(*record));
     if (!added.ok()) {
       LogWarning("stored_session_skipped", {{"error", added.ToString()}});
       continue;
@@ -180,22 +213,9 @@ absl::Status Scheduler::Impl::WarmUp(int32_t steps) {
 
 void Scheduler::Impl::CreateEmptySession(const std::string& tenant,
                                          const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
-  if (!session.ok()) {
-    metrics_->CountRejection("session_limit");
-    return done(session.status());
-  }
-  absl::Status room = pool_.MakeRoom(*session);
-  if (!room.ok()) {
-    pool_.Remove((*session)->id);
-    return done(room);
-  }
-  (*session)->state = std::make_unique<State>(model_->NewState());
-  UpdateSessionGauges();
-  Checkpoint(**session, [done, info = InfoOf(**session)](absl::Status written) {
-    if (written.ok()) return done(info);
-    done(absl::UnavailableError(absl::StrCat("saving the new session failed: ", written.message())));
-  });
+  absl::StatusOr<Session*> session = AddResident(tenant, model_->NewState());
+  if (!session.ok()) return done(session.status());
+  CheckpointThenAnswer(**session, done, "the new session");
 }
 
 void Scheduler::Impl::GetSession(const std::string& tenant, const std::string& id,
@@ -242,10 +262,7 @@ void Scheduler::Impl::DeleteSession(const std::string& tenant, const std::string
     return done(absl::FailedPreconditionError(
         absl::StrCat("session_id ", id, " is busy with a turn; delete it once the turn ends")));
   }
-  const StoredSessionKey key = (*session)->key();
-  pool_.Remove(id);
-  UpdateSessionGauges();
-  writer_.Delete(key, [done](absl::Status deleted) {
+  Forget(id, [done](absl::Status deleted) {
     if (deleted.ok()) return done(true);
     done(absl::UnavailableError(absl::StrCat("deleting the stored state failed: ",
                                              deleted.message())));
@@ -258,26 +275,13 @@ void Scheduler::Impl::ForkSession(const std::string& tenant, const std::string& 
   if (!source.ok()) return done(source.status());
   absl::Status resident = MakeResident(**source);
   if (!resident.ok()) return done(resident);
-  absl::StatusOr<Session*> child = pool_.Add(tenant, NowUnixMs());
-  if (!child.ok()) {
-    metrics_->CountRejection("session_limit");
-    return done(child.status());
-  }
-  absl::Status room = pool_.MakeRoom(*child);
-  if (!room.ok()) {
-    pool_.Remove((*child)->id);
-    return done(room);
-  }
+  absl::StatusOr<Session*> child = AddResident(tenant, CloneState(*(*source)->state));
+  if (!child.ok()) return done(child.status());
   Session& fork = **child;
-  fork.state = std::make_unique<State>(CloneState(*(*source)->state));
   fork.position = (*source)->position;
   fork.pending_token = (*source)->pending_token;
   fork.rng = (*source)->rng;
-  UpdateSessionGauges();
-  Checkpoint(fork, [done, info = InfoOf(fork)](absl::Status written) {
-    if (written.ok()) return done(info);
-    done(absl::UnavailableError(absl::StrCat("saving the fork failed: ", written.message())));
-  });
+  CheckpointThenAnswer(fork, done, "the fork");
 }
 
 void Scheduler::Impl::ExportSession(const std::string& tenant, const std::string& id,
@@ -306,27 +310,13 @@ void Scheduler::Impl::ImportSession(const std::string& tenant, const SessionReco
                                                  record.pending_token,
                                                  " is outside the vocabulary")));
   }
-  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
-  if (!session.ok()) {
-    metrics_->CountRejection("session_limit");
-    return done(session.status());
-  }
-  absl::Status room = pool_.MakeRoom(*session);
-  if (!room.ok()) {
-    pool_.Remove((*session)->id);
-    return done(room);
-  }
+  absl::StatusOr<Session*> session = AddResident(tenant, *std::move(state));
+  if (!session.ok()) return done(session.status());
   Session& imported = **session;
-  imported.state = std::make_unique<State>(*std::move(state));
   imported.position = record.position;
   imported.pending_token = record.pending_token;
   imported.rng = {record.rng_seed, record.rng_draws};
-  UpdateSessionGauges();
-  Checkpoint(imported, [done, info = InfoOf(imported)](absl::Status written) {
-    if (written.ok()) return done(info);
-    done(absl::UnavailableError(
-        absl::StrCat("saving the imported session failed: ", written.message())));
-  });
+  CheckpointThenAnswer(imported, done, "the imported session");
 }
 
 // The public face: post to the engine thread.
