@@ -158,7 +158,7 @@ class Client {
  private:
   static void Check(const grpc::Status& status, const char* what) {
     if (status.ok()) return;
-    std::fprintf(stderr, "%s failed: %s: %s\n", what, StatusCodeName(status.error_code()),
+    std::fprintf(stderr, "%s failed: %s: %s\n", what, StatusCodeName(status.error_code()).c_str(),
                  status.error_message().c_str());
     std::exit(1);
   }

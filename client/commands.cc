@@ -16,7 +16,7 @@ namespace linserve {
 namespace {
 
 int Failed(const grpc::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", StatusCodeName(status.error_code()),
+  std::fprintf(stderr, "error: %s: %s\n", StatusCodeName(status.error_code()).c_str(),
                status.error_message().c_str());
   return 1;
 }

@@ -31,7 +31,7 @@ void PrepareCall(const ConnectionOptions& options, const std::string& session_id
                  grpc::ClientContext& context);
 
 // "UNAVAILABLE", "RESOURCE_EXHAUSTED", ...
-const char* StatusCodeName(grpc::StatusCode code);
+std::string StatusCodeName(grpc::StatusCode code);
 
 }  // namespace linserve
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/status/status.h"
 #include "server/auth.h"
 #include "server/generate_stream.h"
 #include "server/log.h"
@@ -35,15 +36,10 @@ Scheduler::Done<T> Answer(LinserveService* service, grpc::ServerUnaryReactor* re
   };
 }
 
-const char* CodeName(const grpc::Status& status) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  const int code = static_cast<int>(status.error_code());
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+// The canonical name ("OK", "RESOURCE_EXHAUSTED", ...): absl and gRPC share
+// the codes.
+std::string CodeName(const grpc::Status& status) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
 }
 
 }  // namespace
