@@ -16,14 +16,19 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 void CheckpointWriter::Put(StoredSessionKey key, SessionRecord record, Done done) {
+  Put(std::move(key), std::move(record), WriteFence{/*expected_version=*/-1, ""}, std::move(done));
+}
+
+void CheckpointWriter::Put(StoredSessionKey key, SessionRecord record, WriteFence fence,
+                           Done done) {
   absl::MutexLock lock(&mu_);
-  jobs_.push_back({false, std::move(key), std::move(record), std::move(done)});
+  jobs_.push_back({false, std::move(key), std::move(record), std::move(fence), std::move(done)});
   ++queued_;
 }
 
 void CheckpointWriter::Delete(StoredSessionKey key, Done done) {
   absl::MutexLock lock(&mu_);
-  jobs_.push_back({true, std::move(key), SessionRecord{}, std::move(done)});
+  jobs_.push_back({true, std::move(key), SessionRecord{}, WriteFence{}, std::move(done)});
   ++queued_;
 }
 
@@ -55,7 +60,7 @@ void CheckpointWriter::Run() {
       status = store_->Delete(job.key);
     } else {
       const absl::Time start = absl::Now();
-      status = store_->Put(job.key, EncodeStateFile(job.record));
+      status = store_->PutFenced(job.key, EncodeStateFile(job.record), job.fence).status();
       metrics_->session_save_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
     }
     if (job.done) job.done(status);

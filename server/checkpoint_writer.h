@@ -27,8 +27,10 @@ class CheckpointWriter {
   // Finishes everything queued, then stops.
   ~CheckpointWriter();
 
-  // Encodes `record` (checksumming it off the engine thread) and stores it.
+  // Encodes `record` (checksumming it off the engine thread) and stores it
+  // under `fence` (see WriteFence; a store one server owns ignores it).
   void Put(StoredSessionKey key, SessionRecord record, Done done);
+  void Put(StoredSessionKey key, SessionRecord record, WriteFence fence, Done done);
   void Delete(StoredSessionKey key, Done done);
   // Returns once everything queued before the call is done.
   void Flush();
@@ -38,6 +40,7 @@ class CheckpointWriter {
     bool is_delete;
     StoredSessionKey key;
     SessionRecord record;
+    WriteFence fence;
     Done done;
   };
 

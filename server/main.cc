@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, store, "disk",
           "Session store: disk (in --store_dir) or redis://HOST:PORT[/DB][?prefix=NAME], shared "
           "by replicas; entries expire after --session_ttl_seconds");
 ABSL_FLAG(std::string, store_dir, "sessions", "Directory of the disk session store");
+ABSL_FLAG(int64_t, session_lease_ms, 10000,
+          "With a Redis store: a turn's lease on its session (renewed every third of it while "
+          "the turn runs); a replica killed mid-turn blocks the session for at most this");
 ABSL_FLAG(int32_t, max_batch, 64, "Generate requests running at once (prefilling or decoding)");
 ABSL_FLAG(int32_t, max_queued_requests, 256,
           "Generate requests waiting beyond max_batch; more are refused with RESOURCE_EXHAUSTED");
@@ -90,6 +93,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
   s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
+  s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
   s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   RequestLimits& l = o.limits;
   l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
@@ -106,6 +110,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_sessions", s.max_sessions},
            {"max_sessions_in_memory", s.max_sessions_in_memory},
            {"max_state_bytes", s.max_state_bytes},
+           {"session_lease_ms", absl::GetFlag(FLAGS_session_lease_ms)},
            {"max_prompt_bytes", l.max_prompt_bytes},
            {"max_new_tokens_cap", l.sampling.max_new_tokens_cap},
            {"default_max_new_tokens", l.default_max_new_tokens},

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/session_leases.h"
 #include "server/state_store.h"
 
 struct redisContext;
@@ -27,13 +28,17 @@ struct RedisAddress {
 absl::StatusOr<RedisAddress> ParseRedisUrl(const std::string& url);
 
 // Sessions' state files in Redis (hiredis), so that several replicas share
-// them: one string key per session, "<prefix>:session:<StoredSessionName>",
-// the same state file bytes as the disk store, expiring `ttl` after the last
-// write (zero: never). Errors: Redis unreachable or failing is UNAVAILABLE,
-// out of memory RESOURCE_EXHAUSTED; the next call reconnects, so the store
-// recovers by itself when Redis returns. Thread-safe (one connection behind
-// a mutex).
-class RedisStateStore : public StateStore {
+// them. Per session, named by StoredSessionName:
+//   <prefix>:session:<name>  the state file bytes (as the disk store's files)
+//   <prefix>:version:<name>  its version, bumped by every write
+//   <prefix>:lease:<name>    the owner of the session's lease, if any
+// State and version expire together `ttl` after the last write (zero:
+// never). Writes and lease changes are Lua scripts, so each is atomic in
+// Redis. Errors: Redis unreachable or failing is UNAVAILABLE, out of memory
+// RESOURCE_EXHAUSTED, a failed fence or lease ABORTED; the next call
+// reconnects, so the store recovers by itself when Redis returns.
+// Thread-safe (one connection behind a mutex).
+class RedisStateStore : public StateStore, public SessionLeases {
  public:
   static absl::StatusOr<std::unique_ptr<RedisStateStore>> Open(const RedisAddress& address,
                                                                absl::Duration ttl,
@@ -44,9 +49,22 @@ class RedisStateStore : public StateStore {
   absl::StatusOr<std::string> Get(const StoredSessionKey& key) override;
   absl::Status Delete(const StoredSessionKey& key) override;
   absl::StatusOr<std::vector<std::string>> LoadAll() override;
+  absl::StatusOr<int64_t> PutFenced(const StoredSessionKey& key, const std::string& state_file,
+                                    const WriteFence& fence) override;
+  absl::StatusOr<VersionedStateFile> GetVersioned(const StoredSessionKey& key) override;
+  absl::StatusOr<int64_t> VersionOf(const StoredSessionKey& key) override;
+  SessionLeases* leases() override { return this; }
 
-  // The Redis key of a session (tests and tools).
+  absl::Status AcquireLease(const StoredSessionKey& key, const std::string& owner,
+                            absl::Duration ttl) override;
+  absl::Status RenewLease(const StoredSessionKey& key, const std::string& owner,
+                          absl::Duration ttl) override;
+  absl::Status ReleaseLease(const StoredSessionKey& key, const std::string& owner) override;
+
+  // The Redis keys of a session (tests and tools).
   std::string KeyOf(const StoredSessionKey& key) const;
+  std::string VersionKeyOf(const StoredSessionKey& key) const;
+  std::string LeaseKeyOf(const StoredSessionKey& key) const;
 
  private:
   RedisStateStore(RedisAddress address, absl::Duration ttl, absl::Duration timeout);
@@ -58,6 +76,9 @@ class RedisStateStore : public StateStore {
   using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
   // Runs one command (argv form, binary-safe). An error reply is a status.
   absl::StatusOr<Reply> Run(const std::vector<std::string>& argv);
+  // Runs a Lua script whose reply is an integer.
+  absl::StatusOr<long long> RunScript(const char* script, const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& args);
 
   const RedisAddress address_;
   const absl::Duration ttl_;

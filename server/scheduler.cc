@@ -1,8 +1,11 @@
 #include "server/scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
@@ -16,6 +19,15 @@ namespace {
 double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// Names this server in the session leases it holds: host, process and a
+// random part, so a restarted server never mistakes an old lease for its own.
+std::string NewLeaseOwner() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  absl::BitGen bits;
+  return absl::StrCat(host, "/", ::getpid(), "/", absl::Hex(absl::Uniform<uint64_t>(bits)));
+}
+
 }  // namespace
 
 Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
@@ -28,6 +40,8 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       model_(std::move(model)),
       tokenizer_(model_->config()),
       store_(store),
+      leases_(store->leases()),
+      lease_owner_(NewLeaseOwner()),
       metrics_(metrics),
       options_(options),
       writer_(store, metrics),
@@ -109,6 +123,7 @@ void Scheduler::Impl::Run() {
     Admit();
     const bool prefilled = Prefill();
     const bool decoded = Decode();
+    RenewLeases();
     RemoveDone();
     SweepIdleSessions();
     busy = prefilled || decoded;
@@ -226,13 +241,15 @@ absl::Status Scheduler::Impl::Begin(Turn& turn) {
     return absl::OkStatus();
   }
   if (!turn.call.session_id.empty()) {
-    LINSERVE_ASSIGN_OR_RETURN(Session * session, FindSession(turn.tenant, turn.call.session_id));
+    LINSERVE_ASSIGN_OR_RETURN(
+        Session * session, FindSession(turn.tenant, turn.call.session_id, /*refresh=*/false));
     if (session->busy) {
       metrics_->CountRejection("session_busy");
       return absl::FailedPreconditionError(
           absl::StrCat("session_id ", session->id,
                        " is busy with another turn; a session runs one Generate at a time"));
     }
+    LINSERVE_RETURN_IF_ERROR(TakeLease(turn, *session));
     LINSERVE_RETURN_IF_ERROR(MakeResident(*session));
     if (session->pending_token < 0 && session->position > 0 && turn.call.prompt.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -397,6 +414,7 @@ void Scheduler::Impl::DetachBatch() {
 void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
   if (turn.in_batch) DetachBatch();
   turn.done = true;
+  ReleaseLease(turn);
   if (!turn.session_id.empty()) {
     absl::StatusOr<Session*> session = pool_.Find(turn.tenant, turn.session_id);
     if (session.ok() && (*session)->busy) {
@@ -449,6 +467,7 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   }
   session->busy = false;
   if (cancelled) {
+    ReleaseLease(turn);
     // The session keeps its last finished turn; a session whose creating
     // prefill was cut never existed.
     if (turn.creates_session()) pool_.Remove(session->id);
@@ -466,9 +485,12 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   session->last_used_unix_ms = NowUnixMs();
   pool_.Touch(session);
   summary.position = session->position;
-  // The stream hears that the turn finished only once it is durable.
-  Checkpoint(*session, [sink = turn.sink, on_created = turn.on_created, summary,
-                        info = InfoOf(*session)](absl::Status written) {
+  // The stream hears that the turn finished only once it is durable, and
+  // after the lease is given up, so its next turn may go to any server.
+  Checkpoint(*session, turn.leased, [this, sink = turn.sink, on_created = turn.on_created,
+                                     summary, info = InfoOf(*session), leased = turn.leased,
+                                     lease_key = turn.lease_key](absl::Status written) {
+    if (leased) leases_->ReleaseLease(lease_key, lease_owner_).IgnoreError();
     if (!written.ok()) {
       absl::Status error = absl::UnavailableError(
           absl::StrCat("the turn finished but saving the session failed: ", written.message()));
@@ -495,7 +517,16 @@ void Scheduler::Impl::SweepIdleSessions() {
   const int64_t cutoff = NowUnixMs() - absl::ToInt64Milliseconds(options_.session_ttl);
   const std::vector<std::string> expired = pool_.IdleSince(cutoff);
   if (expired.empty()) return;
-  for (const std::string& id : expired) Forget(id, nullptr);
+  for (const std::string& id : expired) {
+    // A shared store expires entries itself (the same TTL from the last
+    // write, by any server); this server's copy may just be the idle one.
+    if (shared_store()) {
+      pool_.Remove(id);
+    } else {
+      Forget(id, nullptr);
+    }
+  }
+  if (shared_store()) UpdateSessionGauges();
   LogInfo("sessions_expired", {{"count", expired.size()},
                                {"idle_ttl_s", absl::ToInt64Seconds(options_.session_ttl)}});
 }

@@ -28,6 +28,10 @@ struct SchedulerOptions {
   int64_t max_sessions_in_memory = 1024;
   absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
   int64_t max_state_bytes = 64 << 20;            // a state file read from the store
+  // With a store several servers share: how long a turn's lease on its
+  // session lasts unless renewed (renewed every third of it while the turn
+  // runs), so a server killed mid-turn blocks the session for at most this.
+  absl::Duration session_lease = absl::Seconds(10);
   // Decode steps run before serving, so the first requests do not pay for
   // LibTorch's lazy initialisation (kernel selection, allocator growth).
   int32_t warmup_steps = 16;

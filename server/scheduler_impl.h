@@ -21,6 +21,7 @@
 #include "engine/tokenizer.h"
 #include "server/checkpoint_writer.h"
 #include "server/scheduler.h"
+#include "server/session_leases.h"
 #include "server/session_pool.h"
 
 namespace linserve {
@@ -51,6 +52,11 @@ struct Turn {
   int64_t held_back = -1;
   bool in_batch = false;    // its state is a row of the engine's batch
   bool done = false;
+  // With a store several servers share: the turn holds its session's lease
+  // (key) and renews it from `renew_lease_at` on.
+  bool leased = false;
+  StoredSessionKey lease_key;
+  absl::Time renew_lease_at;
 
   bool creates_session() const { return static_cast<bool>(on_created); }
   bool prefilling() const { return prefilled < prefill.size(); }
@@ -118,7 +124,10 @@ class Scheduler::Impl {
 
   // Session helpers.
   // The pool's session, or one the store has that the pool does not know.
-  absl::StatusOr<Session*> FindSession(const std::string& tenant, const std::string& id);
+  // With a store several servers share, an idle session is first brought up
+  // to date with the store (`refresh`).
+  absl::StatusOr<Session*> FindSession(const std::string& tenant, const std::string& id,
+                                       bool refresh = true);
   // Removes the session from the pool and the store; `done` runs on the
   // writer thread once the store entry is gone.
   void Forget(const std::string& id, std::function<void(absl::Status)> done);
@@ -131,15 +140,36 @@ class Scheduler::Impl {
   // Checkpoints the session, then answers `done` with its info (or why
   // saving `what` failed).
   void CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done, const char* what);
-  // Queues the session's checkpoint; `durable` runs on the writer thread
-  // once it is (or failed).
-  void Checkpoint(Session& session, std::function<void(absl::Status)> durable);
+  // Queues the session's checkpoint (fenced by the turn's lease when
+  // `leased`); `durable` runs on the writer thread once it is (or failed).
+  void Checkpoint(Session& session, bool leased, std::function<void(absl::Status)> durable);
   void UpdateSessionGauges();
   int64_t NowUnixMs() const;
+
+  // Sharing sessions with other servers through the store (session_sharing.cc);
+  // all no-ops for a store one server owns.
+  bool shared_store() const { return leases_ != nullptr; }
+  // Takes `session`'s lease for `turn`, then brings the session up to date.
+  absl::Status TakeLease(Turn& turn, Session& session);
+  // Renews the leases of running turns that are due; a turn whose lease was
+  // lost ends with ABORTED.
+  void RenewLeases();
+  void ReleaseLease(Turn& turn);
+  // Reads the session again from the store if another server wrote it since
+  // this copy; NOT_FOUND (and the copy dropped) when it is gone from there.
+  absl::Status Refresh(Session& session);
+  // Reads `stored` into the copy: its state (when `with_state`) and, with
+  // a store several servers share, its fields and version. DATA_LOSS when
+  // the stored state does not fit the model.
+  absl::Status Reload(Session& session, const VersionedStateFile& stored, bool with_state);
+  // The fence for the session's next checkpoint; counts the write.
+  WriteFence NextFence(Session& session, bool leased);
 
   std::unique_ptr<LanguageModel> model_;
   const Tokenizer tokenizer_;
   StateStore* const store_;
+  SessionLeases* const leases_;     // null: no other server shares the store
+  const std::string lease_owner_;   // this server, in the leases it holds
   Metrics* const metrics_;
   const SchedulerOptions options_;
   CheckpointWriter writer_;

@@ -77,36 +77,48 @@ SessionRecord Scheduler::Impl::RecordOf(const Session& session) const {
   return record;
 }
 
-void Scheduler::Impl::Checkpoint(Session& session, std::function<void(absl::Status)> durable) {
+void Scheduler::Impl::Checkpoint(Session& session, bool leased,
+                                 std::function<void(absl::Status)> durable) {
   ++session.pending_writes;
-  writer_.Put(session.key(), RecordOf(session),
+  writer_.Put(session.key(), RecordOf(session), NextFence(session, leased),
               [this, id = session.id, durable = std::move(durable)](absl::Status written) {
                 if (!written.ok()) {
                   LogError("checkpoint_failed", {{"error", written.ToString()}});
                 }
                 // Decrement first: a reply may lead at once to a request
                 // that wants to spill this session.
-                Post([this, id] {
-                  if (Session* s = pool_.FindById(id)) --s->pending_writes;
+                Post([this, id, failed = !written.ok()] {
+                  Session* s = pool_.FindById(id);
+                  if (s == nullptr) return;
+                  --s->pending_writes;
+                  // The store does not hold what this copy says: read it
+                  // again before the next use.
+                  if (failed && shared_store()) s->store_version = -1;
                 });
                 durable(std::move(written));
               });
 }
 
 absl::StatusOr<Session*> Scheduler::Impl::FindSession(const std::string& tenant,
-                                                      const std::string& id) {
+                                                      const std::string& id, bool refresh) {
   absl::StatusOr<Session*> found = pool_.Find(tenant, id);
-  if (found.ok() || !absl::IsNotFound(found.status()) || deleting_.contains(id)) return found;
+  if (found.ok()) {
+    if (refresh && !(*found)->busy) LINSERVE_RETURN_IF_ERROR(Refresh(**found));
+    return found;
+  }
+  if (!absl::IsNotFound(found.status()) || deleting_.contains(id)) return found;
   // Another replica sharing the store may have made it, or this server may
   // have restarted since: adopt it from the store.
-  absl::StatusOr<std::string> file = store_->Get({tenant, id});
-  if (absl::IsNotFound(file.status())) return found.status();
-  if (!file.ok()) return file.status();  // e.g. Redis down: UNAVAILABLE, not a lie
+  absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned({tenant, id});
+  if (absl::IsNotFound(stored.status())) return found.status();
+  if (!stored.ok()) return stored.status();  // e.g. Redis down: UNAVAILABLE, not a lie
   absl::StatusOr<SessionRecord> record =
-      DecodeStateFileOfModel(*file, options_.max_state_bytes, fingerprint_);
+      DecodeStateFileOfModel(stored->file, options_.max_state_bytes, fingerprint_);
   if (!record.ok()) return record.status();
   if (record->tenant != tenant || record->session_id != id) return found.status();
-  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(SessionFromRecord(*record)));
+  std::unique_ptr<Session> adopted = SessionFromRecord(*record);
+  adopted->store_version = stored->version;
+  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(std::move(adopted)));
   UpdateSessionGauges();
   return pool_.FindById(id);
 }
@@ -128,15 +140,8 @@ absl::Status Scheduler::Impl::MakeResident(Session& session) {
   if (session.state) return absl::OkStatus();
   LINSERVE_RETURN_IF_ERROR(pool_.MakeRoom(&session));
   const absl::Time start = absl::Now();
-  LINSERVE_ASSIGN_OR_RETURN(std::string file, store_->Get(session.key()));
-  LINSERVE_ASSIGN_OR_RETURN(
-      SessionRecord record, DecodeStateFileOfModel(file, options_.max_state_bytes, fingerprint_));
-  absl::StatusOr<State> state = model_->DeserializeState(record.payload);
-  if (!state.ok()) {
-    return absl::DataLossError(absl::StrCat("stored state of session ", session.id,
-                                            " does not fit the model: ", state.status().message()));
-  }
-  session.state = std::make_unique<State>(*std::move(state));
+  LINSERVE_ASSIGN_OR_RETURN(VersionedStateFile stored, store_->GetVersioned(session.key()));
+  LINSERVE_RETURN_IF_ERROR(Reload(session, stored, /*with_state=*/true));
   metrics_->session_restore_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
   UpdateSessionGauges();
   return absl::OkStatus();
@@ -159,7 +164,7 @@ absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant,
 
 void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done,
                                            const char* what) {
-  Checkpoint(session, [done, what, info = InfoOf(session)](absl::Status written) {
+  Checkpoint(session, /*leased=*/false, [done, what, info = InfoOf(session)](absl::Status written) {
     if (written.ok()) return done(info);
     done(absl::UnavailableError(absl::StrCat("saving ", what, " failed: ", written.message())));
   });
@@ -182,7 +187,10 @@ absl::Status Scheduler::Impl::LoadStore() {
       LogWarning("stored_session_skipped", {{"error", record.status().ToString()}});
       continue;
     }
-    absl::Status added = pool_.AddStored(SessionFromRecord(*record));
+    std::unique_ptr<Session> session = SessionFromRecord(*record);
+    // Read without its version: checked against the store before first use.
+    if (shared_store()) session->store_version = -1;
+    absl::Status added = pool_.AddStored(std::move(session));
     if (!added.ok()) {
       LogWarning("stored_session_skipped", {{"error", added.ToString()}});
       continue;
@@ -261,6 +269,13 @@ void Scheduler::Impl::DeleteSession(const std::string& tenant, const std::string
   if ((*session)->busy) {
     return done(absl::FailedPreconditionError(
         absl::StrCat("session_id ", id, " is busy with a turn; delete it once the turn ends")));
+  }
+  if (shared_store()) {
+    // Not while another server runs a turn on it; the delete removes the
+    // lease with the state.
+    absl::Status taken = leases_->AcquireLease((*session)->key(), lease_owner_,
+                                               options_.session_lease);
+    if (!taken.ok()) return done(taken);
   }
   Forget(id, [done](absl::Status deleted) {
     if (deleted.ok()) return done(true);

@@ -31,6 +31,10 @@ struct Session {
   std::unique_ptr<State> state;
   bool busy = false;       // a turn (Generate or a CreateSession prefill) runs on it
   int pending_writes = 0;  // checkpoints queued and not yet durable
+  // With a store several servers share: the store version this copy
+  // matches once its queued checkpoints land (0: never stored; -1: unknown,
+  // so read the store again before using it).
+  int64_t store_version = 0;
   uint64_t last_touch = 0;  // LRU order of memory residency
 
   StoredSessionKey key() const { return {tenant, id}; }

@@ -11,4 +11,20 @@ std::string StoredSessionName(const StoredSessionKey& key) {
                     std::string_view(key.session_id)});
 }
 
+absl::StatusOr<int64_t> StateStore::PutFenced(const StoredSessionKey& key,
+                                              const std::string& state_file,
+                                              const WriteFence& /*fence*/) {
+  absl::Status put = Put(key, state_file);
+  if (!put.ok()) return put;
+  return 0;
+}
+
+absl::StatusOr<VersionedStateFile> StateStore::GetVersioned(const StoredSessionKey& key) {
+  absl::StatusOr<std::string> file = Get(key);
+  if (!file.ok()) return file.status();
+  return VersionedStateFile{*std::move(file), 0};
+}
+
+absl::StatusOr<int64_t> StateStore::VersionOf(const StoredSessionKey& /*key*/) { return 0; }
+
 }  // namespace linserve

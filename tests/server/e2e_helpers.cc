@@ -50,6 +50,8 @@ GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest&
                             absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  // As linserve-client does: a router's affinity hash reads it.
+  if (!request.session_id().empty()) context.AddMetadata("x-session-id", request.session_id());
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub.Generate(&context, request);
   GenerateOutcome outcome;

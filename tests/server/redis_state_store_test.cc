@@ -69,6 +69,88 @@ TEST_F(RedisStoreTest, PutGetDeleteLoadAllAndTenantsApart) {
   EXPECT_TRUE(store->Delete(a).ok());  // deleting twice is fine
 }
 
+TEST_F(RedisStoreTest, AFencedWriteLandsOnlyOnTheVersionItExpects) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"t", "00000000000000000000000000000002"};
+  EXPECT_EQ(*store->VersionOf(key), 0);
+  ASSERT_EQ(*store->PutFenced(key, "one", WriteFence{0, ""}), 1);
+  // A second server that also believed the session new loses, and writes nothing.
+  auto stale = store->PutFenced(key, "other", WriteFence{0, ""});
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
+  EXPECT_NE(stale.status().message().find("version 1"), std::string::npos) << stale.status();
+  ASSERT_EQ(*store->PutFenced(key, "two", WriteFence{1, ""}), 2);
+  auto stored = store->GetVersioned(key);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->file, "two");
+  EXPECT_EQ(stored->version, 2);
+  EXPECT_EQ(*store->VersionOf(key), 2);
+  // An unfenced Put still counts as a write.
+  ASSERT_TRUE(store->Put(key, "three").ok());
+  EXPECT_EQ(*store->VersionOf(key), 3);
+}
+
+TEST_F(RedisStoreTest, AFencedWriteNeverBringsADeletedSessionBack) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"t", "00000000000000000000000000000003"};
+  ASSERT_EQ(*store->PutFenced(key, "one", WriteFence{0, ""}), 1);
+  ASSERT_TRUE(store->Delete(key).ok());
+  EXPECT_EQ(store->PutFenced(key, "late", WriteFence{1, ""}).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(store->Get(key).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store->VersionOf(key), 0);
+}
+
+TEST_F(RedisStoreTest, OneLeaseHolderAtATimeAndOnlyItsWritesLand) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  SessionLeases* leases = store->leases();
+  ASSERT_EQ(leases, store.get());
+  const StoredSessionKey key{"t", "00000000000000000000000000000004"};
+  const absl::Duration ttl = absl::Seconds(30);
+  ASSERT_TRUE(leases->AcquireLease(key, "a", ttl).ok());
+  absl::Status other = leases->AcquireLease(key, "b", ttl);
+  EXPECT_EQ(other.code(), absl::StatusCode::kAborted) << other;
+  EXPECT_NE(other.message().find("another server"), std::string::npos) << other;
+  EXPECT_TRUE(leases->AcquireLease(key, "a", ttl).ok());  // the holder may take it again
+  EXPECT_EQ(leases->RenewLease(key, "b", ttl).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(leases->RenewLease(key, "a", ttl).ok());
+  // Writes fenced by the lease: only the holder's land.
+  EXPECT_EQ(store->PutFenced(key, "b's", WriteFence{0, "b"}).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(*store->PutFenced(key, "a's", WriteFence{0, "a"}), 1);
+  EXPECT_TRUE(leases->ReleaseLease(key, "b").ok());  // not b's: nothing happens
+  EXPECT_EQ(leases->AcquireLease(key, "b", ttl).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(leases->ReleaseLease(key, "a").ok());
+  EXPECT_TRUE(leases->AcquireLease(key, "b", ttl).ok());
+  EXPECT_EQ(leases->RenewLease(key, "a", ttl).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store->PutFenced(key, "a's late", WriteFence{1, "a"}).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(*store->Get(key), "a's");
+}
+
+TEST_F(RedisStoreTest, ALeaseNotRenewedExpiresByItself) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"t", "00000000000000000000000000000005"};
+  ASSERT_TRUE(store->AcquireLease(key, "killed", absl::Milliseconds(200)).ok());
+  EXPECT_EQ(store->AcquireLease(key, "next", absl::Seconds(5)).code(), absl::StatusCode::kAborted);
+  absl::SleepFor(absl::Milliseconds(400));
+  EXPECT_TRUE(store->AcquireLease(key, "next", absl::Seconds(5)).ok());
+}
+
+TEST_F(RedisStoreTest, DeleteRemovesStateVersionAndLease) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey key{"t", "00000000000000000000000000000006"};
+  ASSERT_TRUE(store->AcquireLease(key, "a", absl::Seconds(30)).ok());
+  ASSERT_EQ(*store->PutFenced(key, "x", WriteFence{0, "a"}), 1);
+  ASSERT_TRUE(store->Delete(key).ok());
+  EXPECT_EQ(*store->VersionOf(key), 0);
+  EXPECT_TRUE(store->AcquireLease(key, "b", absl::Seconds(30)).ok());
+}
+
 TEST_F(RedisStoreTest, EntriesExpireAfterTheTtl) {
   auto store = Open(absl::Milliseconds(300));
   ASSERT_NE(store, nullptr);

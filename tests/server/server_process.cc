@@ -181,7 +181,9 @@ bool ServerProcess::WaitForLog(const std::string& text, absl::Duration timeout) 
       timeout);
 }
 
-absl::StatusOr<std::string> ScrapeMetrics(int port) {
+absl::StatusOr<std::string> ScrapeMetrics(int port) { return HttpGet(port, "/metrics"); }
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -189,9 +191,11 @@ absl::StatusOr<std::string> ScrapeMetrics(int port) {
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     close(fd);
-    return absl::UnavailableError("cannot connect to the metrics port");
+    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port));
   }
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  // HTTP/1.0: the body is not chunked and ends when the server closes.
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n");
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string response;
   char buffer[4096];
@@ -199,8 +203,10 @@ absl::StatusOr<std::string> ScrapeMetrics(int port) {
   while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
   close(fd);
   const size_t body = response.find("\r\n\r\n");
-  if (!absl::StartsWith(response, "HTTP/1.1 200") || body == std::string::npos) {
-    return absl::InternalError(absl::StrCat("bad metrics response: ", response.substr(0, 200)));
+  if (!absl::StartsWith(response, "HTTP/1.") || response.compare(8, 5, " 200 ") != 0 ||
+      body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("bad response to GET ", path, ": ",
+                                            response.substr(0, 200)));
   }
   return response.substr(body + 4);
 }

@@ -76,6 +76,8 @@ ProcessResult RunProcess(const std::vector<std::string>& args, const std::string
 
 // GET /metrics on loopback; the body.
 absl::StatusOr<std::string> ScrapeMetrics(int port);
+// GET `path` (with its query) from 127.0.0.1:`port`; the body of a 200.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // The value of one series ("name{labels}" exactly as exposed, or a bare
 // name); 0 when absent.
 double MetricValue(const std::string& metrics, const std::string& series);
