@@ -39,12 +39,8 @@ struct Replica {
 class Topology {
  public:
   static bool Available() {
-    for (const char* program : {"redis-server", "nginx", "prometheus"}) {
-      if (RunProcess({"sh", "-c", absl::StrCat("command -v ", program, " || test -x /usr/sbin/",
-                                               program)})
-              .exit_code != 0) {
-        return false;
-      }
+    for (const char* program : {"/usr/bin/redis-server", "/usr/sbin/nginx", "/usr/bin/prometheus"}) {
+      if (access(program, X_OK) != 0) return false;
     }
     return true;
   }
@@ -126,7 +122,7 @@ class Topology {
 
  private:
   Topology() = default;
-  static std::string Script() { return std::string(LINSERVE_SOURCE_DIR) + "/deploy/local/topology"; }
+  static std::string Script() { return LINSERVE_TOPOLOGY_SCRIPT; }
   std::string dir_;
 };
 
@@ -219,7 +215,7 @@ std::pair<grpc::Status, int> KillMidStream(v1::Linserve::Stub& stub, const std::
   grpc::ClientContext context;
   context.AddMetadata("x-session-id", session);
   v1::GenerateRequest long_turn = MakeRequest("\nJULIET:\n", session, 4000, 4);
-  long_turn.mutable_sampling()->set_ignore_eos(true);
+  long_turn.set_ignore_eos(true);
   auto reader = stub.Generate(&context, long_turn);
   v1::GenerateResponse piece;
   if (!reader->Read(&piece)) return {reader->Finish(), -1};
@@ -376,7 +372,7 @@ TEST_F(TopologyTest, PrometheusScrapesEveryReplicaAndSeesTheTraffic) {
     auto stub = topology_->Direct(static_cast<int>(r));
     for (int i = 0; i < 3; ++i) {
       v1::GenerateRequest request = MakeRequest("ROMEO:", "", 20 + 10 * i, r * 10 + i + 1);
-      request.mutable_sampling()->set_ignore_eos(true);
+      request.set_ignore_eos(true);
       GenerateOutcome outcome = RunGenerate(*stub, request);
       ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
       sent += outcome.finished.usage().generated_tokens();
