@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -39,13 +40,22 @@ class FailingDiskTest : public ::testing::Test {
   // The server with the shim failing calls under the store while the control
   // file exists.
   std::unique_ptr<ServerProcess> StartFailable() {
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const std::string asan_before = asan != nullptr ? asan : "";
     ::setenv("LD_PRELOAD", LINSERVE_FAILING_DISK_SHIM_PATH, 1);
     ::setenv("LINSERVE_FAIL_DIR", store_.c_str(), 1);
     ::setenv("LINSERVE_FAIL_CONTROL", control_.c_str(), 1);
+    // An AddressSanitizer build wants its runtime first; the shim comes first.
+    ::setenv("ASAN_OPTIONS", (asan_before + ":verify_asan_link_order=0").c_str(), 1);
     auto server = ServerProcess::Start(Flags());
     ::unsetenv("LD_PRELOAD");
     ::unsetenv("LINSERVE_FAIL_DIR");
     ::unsetenv("LINSERVE_FAIL_CONTROL");
+    if (asan != nullptr) {
+      ::setenv("ASAN_OPTIONS", asan_before.c_str(), 1);
+    } else {
+      ::unsetenv("ASAN_OPTIONS");
+    }
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }

@@ -330,6 +330,7 @@ TEST(CorruptTinyStateTest, EveryTruncationIsDataLoss) {
   std::unique_ptr<LanguageModel> tiny = TinyModel(5);
   const std::string file = RealStateFile(*tiny, "a small context");
   const std::string fingerprint = tiny->Fingerprint();
+  std::cout << "small model state file: " << file.size() << " bytes, every truncation\n";
   for (size_t length = 0; length < file.size(); ++length) {
     absl::StatusOr<SessionRecord> record = DecodeStateFileOfModel(
         std::string_view(file).substr(0, length), kMaxStateBytes, fingerprint);
