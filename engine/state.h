@@ -40,7 +40,8 @@ State MoveState(const State& state, const torch::Device& device);
 
 // One session's state as bytes (safetensors layout: tensors
 // "layers.<i>.<name>", metadata "position") and back, bit-exactly. Parsing
-// checks every tensor's name, dtype and shape against the kernel's spec.
+// checks every tensor's name, dtype and shape against the kernel's spec, and
+// refuses NaN and Inf (DataLoss).
 std::string SerializeState(const State& state, const AttentionKernel& kernel);
 absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKernel& kernel,
                                        int64_t n_layers, const torch::Device& device);

@@ -21,9 +21,11 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
   if (error) {
     return absl::UnavailableError(absl::StrCat("state store ", dir, ": ", error.message()));
   }
+  // A write killed between creating its temporary and renaming it leaves the
+  // temporary behind; the state file itself is whole (old or new).
   absl::StatusOr<int> removed = RemoveStaleTempFiles(dir);
   if (!removed.ok()) return removed.status();
-  return std::unique_ptr<DiskStateStore>(new DiskStateStore(dir));
+  return std::unique_ptr<DiskStateStore>(new DiskStateStore(dir, *removed));
 }
 
 std::string DiskStateStore::PathOf(const StoredSessionKey& key) const {

@@ -23,10 +23,14 @@ class DiskStateStore : public StateStore {
 
   // The file that holds `key` (tests and tools).
   std::string PathOf(const StoredSessionKey& key) const;
+  // Temporaries of interrupted writes that Open removed (the server logs it).
+  int stale_temp_files_removed() const { return stale_temp_files_removed_; }
 
  private:
-  explicit DiskStateStore(std::string dir) : dir_(std::move(dir)) {}
+  DiskStateStore(std::string dir, int stale_temp_files_removed)
+      : dir_(std::move(dir)), stale_temp_files_removed_(stale_temp_files_removed) {}
   const std::string dir_;
+  const int stale_temp_files_removed_;
 };
 
 }  // namespace linserve

@@ -137,6 +137,9 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
     absl::StatusOr<std::unique_ptr<DiskStateStore>> disk =
         DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir));
     if (!disk.ok()) return disk.status();
+    LogInfo("store_opened", {{"store", "disk"},
+                             {"dir", absl::GetFlag(FLAGS_store_dir)},
+                             {"stale_temp_files_removed", (*disk)->stale_temp_files_removed()}});
     return std::unique_ptr<StateStore>(*std::move(disk));
   }
   absl::StatusOr<RedisAddress> address = ParseRedisUrl(store);

@@ -7,6 +7,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "engine/status_macros.h"
 #include "server/log.h"
@@ -57,6 +58,9 @@ Scheduler::Impl::~Impl() {
   }
   if (thread_.joinable()) thread_.join();
   writer_.Flush();
+  // What the writer answered after the engine thread stopped (no thread
+  // but this one is left to touch the pool).
+  RunTasks();
 }
 
 void Scheduler::Impl::StartThread() {
@@ -113,6 +117,11 @@ void Scheduler::Impl::Drain(absl::Time deadline) {
     }
   }
   writer_.Flush();
+  // A durable checkpoint reaches its stream through the engine thread: wait
+  // until everything the writer posted has run.
+  absl::Notification answered;
+  Post([&answered] { answered.Notify(); });
+  answered.WaitForNotification();
 }
 
 void Scheduler::Impl::Run() {
@@ -465,9 +474,9 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
     if (turn.sink) turn.sink->Finish(summary);
     return;
   }
-  session->busy = false;
   if (cancelled) {
     ReleaseLease(turn);
+    session->busy = false;
     // The session keeps its last finished turn; a session whose creating
     // prefill was cut never existed.
     if (turn.creates_session()) pool_.Remove(session->id);
@@ -476,31 +485,65 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
     if (turn.on_created) turn.on_created(absl::CancelledError("CreateSession was cancelled"));
     return;
   }
-  *session->state = std::move(turn.state);
-  session->position = session->state->positions[0];
-  session->pending_token = turn.creates_session() ? turn.held_back
-                           : summary.generated_tokens > 0 ? turn.generation->history().back()
-                                                          : -1;
-  if (turn.generation) session->rng = turn.generation->sampler().rng_state();
-  session->last_used_unix_ms = NowUnixMs();
-  pool_.Touch(session);
-  summary.position = session->position;
-  // The stream hears that the turn finished only once it is durable, and
-  // after the lease is given up, so its next turn may go to any server.
-  Checkpoint(*session, turn.leased, [this, sink = turn.sink, on_created = turn.on_created,
-                                     summary, info = InfoOf(*session), leased = turn.leased,
-                                     lease_key = turn.lease_key](absl::Status written) {
-    if (leased) leases_->ReleaseLease(lease_key, lease_owner_).IgnoreError();
-    if (!written.ok()) {
-      absl::Status error = absl::UnavailableError(
-          absl::StrCat("the turn finished but saving the session failed: ", written.message()));
-      if (sink) sink->Finish(error);
-      if (on_created) on_created(error);
-      return;
-    }
-    if (sink) sink->Finish(summary);
-    if (on_created) on_created(info);
-  });
+  // The session takes the turn's state only once that is durable. Until then
+  // it stays busy and as it was, so a failed save leaves it exactly at its
+  // last finished turn, in memory and in the store, and usable again. The
+  // stream hears that the turn finished only once it is durable, after the
+  // session moved on (so that its next turn finds it free).
+  auto next = std::make_shared<Session>();
+  next->tenant = session->tenant;
+  next->id = session->id;
+  next->created_unix_ms = session->created_unix_ms;
+  next->position = turn.state.positions[0];
+  next->pending_token = turn.creates_session() ? turn.held_back
+                        : summary.generated_tokens > 0 ? turn.generation->history().back()
+                                                       : -1;
+  next->rng = turn.generation ? turn.generation->sampler().rng_state() : session->rng;
+  next->last_used_unix_ms = NowUnixMs();
+  next->state = std::make_unique<State>(std::move(turn.state));
+  summary.position = next->position;
+  // The lease goes before the stream hears anything, so that the session's
+  // next turn may go to any server.
+  Checkpoint(*session, RecordOf(*next), turn.leased,
+             [this, next, sink = turn.sink, on_created = turn.on_created, summary,
+              leased = turn.leased, lease_key = turn.lease_key](absl::Status written) {
+               if (leased) leases_->ReleaseLease(lease_key, lease_owner_).IgnoreError();
+               Post([this, next, sink, on_created, summary, written] {
+                 Session* session = pool_.FindById(next->id);  // busy: still there
+                 if (session != nullptr) {
+                   session->busy = false;
+                   if (written.ok()) {
+                     session->state = std::move(next->state);
+                     session->position = next->position;
+                     session->pending_token = next->pending_token;
+                     session->rng = next->rng;
+                     session->last_used_unix_ms = next->last_used_unix_ms;
+                     pool_.Touch(session);
+                   } else if (on_created) {
+                     pool_.Remove(next->id);  // a session never saved never existed
+                   }
+                   UpdateSessionGauges();
+                 }
+                 if (!written.ok()) {
+                   // ABORTED: another server moved the session meanwhile
+                   // (fenced write); anything else: the store failed.
+                   const absl::Status error(
+                       absl::IsAborted(written) ? absl::StatusCode::kAborted
+                                                : absl::StatusCode::kUnavailable,
+                       absl::StrCat(
+                           on_created ? "saving the new session failed, so it was not created: "
+                                      : "saving the session after the turn failed, so the turn "
+                                        "was undone (the session stays at its last finished "
+                                        "turn): ",
+                           written.message()));
+                   if (sink) sink->Finish(error);
+                   if (on_created) on_created(error);
+                   return;
+                 }
+                 if (sink) sink->Finish(summary);
+                 if (on_created && session != nullptr) on_created(InfoOf(*session));
+               });
+             });
 }
 
 void Scheduler::Impl::RemoveDone() {

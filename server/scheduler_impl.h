@@ -137,12 +137,14 @@ class Scheduler::Impl {
   // A new session of `tenant` holding `state`, with room made in memory;
   // RESOURCE_EXHAUSTED at the session limits.
   absl::StatusOr<Session*> AddResident(const std::string& tenant, State state);
-  // Checkpoints the session, then answers `done` with its info (or why
-  // saving `what` failed).
+  // Checkpoints a session just made, then answers `done` with its info; when
+  // the save fails the session is removed and `done` hears why saving `what`
+  // failed.
   void CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done, const char* what);
-  // Queues the session's checkpoint (fenced by the turn's lease when
-  // `leased`); `durable` runs on the writer thread once it is (or failed).
-  void Checkpoint(Session& session, bool leased, std::function<void(absl::Status)> durable);
+  // Queues `record` as the session's checkpoint (fenced by the turn's lease
+  // when `leased`); `durable` runs on the writer thread once it is (or failed).
+  void Checkpoint(Session& session, SessionRecord record, bool leased,
+                  std::function<void(absl::Status)> durable);
   void UpdateSessionGauges();
   int64_t NowUnixMs() const;
 

@@ -12,6 +12,7 @@
 #include "server/log.h"
 #include "server/scheduler.h"
 #include "server/scheduler_impl.h"
+#include "server/state_restore.h"
 
 namespace linserve {
 namespace {
@@ -77,10 +78,10 @@ SessionRecord Scheduler::Impl::RecordOf(const Session& session) const {
   return record;
 }
 
-void Scheduler::Impl::Checkpoint(Session& session, bool leased,
+void Scheduler::Impl::Checkpoint(Session& session, SessionRecord record, bool leased,
                                  std::function<void(absl::Status)> durable) {
   ++session.pending_writes;
-  writer_.Put(session.key(), RecordOf(session), NextFence(session, leased),
+  writer_.Put(session.key(), std::move(record), NextFence(session, leased),
               [this, id = session.id, durable = std::move(durable)](absl::Status written) {
                 if (!written.ok()) {
                   LogError("checkpoint_failed", {{"error", written.ToString()}});
@@ -164,10 +165,23 @@ absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant,
 
 void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done,
                                            const char* what) {
-  Checkpoint(session, /*leased=*/false, [done, what, info = InfoOf(session)](absl::Status written) {
-    if (written.ok()) return done(info);
-    done(absl::UnavailableError(absl::StrCat("saving ", what, " failed: ", written.message())));
-  });
+  // A new session exists only once it is durable: busy until then, so that
+  // no turn, fork or delete reaches it, and removed when the save fails.
+  session.busy = true;
+  auto answer = [this, id = session.id, done, what](absl::Status written) {
+    Post([this, id, done, what, written] {
+      if (!written.ok()) {
+        pool_.Remove(id);
+        UpdateSessionGauges();
+        return done(absl::UnavailableError(absl::StrCat(
+            "saving ", what, " failed, so it was not created: ", written.message())));
+      }
+      Session* saved = pool_.FindById(id);  // busy until now: nothing removed it
+      saved->busy = false;
+      done(InfoOf(*saved));
+    });
+  };
+  Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
 }
 
 void Scheduler::Impl::UpdateSessionGauges() {
@@ -310,20 +324,10 @@ void Scheduler::Impl::ExportSession(const std::string& tenant, const std::string
 
 void Scheduler::Impl::ImportSession(const std::string& tenant, const SessionRecord& record,
                                     const Done<SessionInfo>& done) {
-  absl::StatusOr<State> state = model_->DeserializeState(record.payload);
+  absl::StatusOr<State> state = RestoreState(record, *model_);
   if (!state.ok()) {
     return done(absl::DataLossError(
-        absl::StrCat("the imported state does not fit the model: ", state.status().message())));
-  }
-  if (state->positions[0] != record.position) {
-    return done(absl::DataLossError(absl::StrCat("the imported header says position ",
-                                                 record.position, " but the state is at ",
-                                                 state->positions[0])));
-  }
-  if (record.pending_token >= tokenizer_.vocab_size()) {
-    return done(absl::DataLossError(absl::StrCat("the imported pending token ",
-                                                 record.pending_token,
-                                                 " is outside the vocabulary")));
+        absl::StrCat("the imported state file: ", state.status().message())));
   }
   absl::StatusOr<Session*> session = AddResident(tenant, *std::move(state));
   if (!session.ok()) return done(session.status());

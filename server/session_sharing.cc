@@ -8,6 +8,7 @@
 #include "engine/status_macros.h"
 #include "server/log.h"
 #include "server/scheduler_impl.h"
+#include "server/state_restore.h"
 
 namespace linserve {
 
@@ -101,11 +102,10 @@ absl::Status Scheduler::Impl::Reload(Session& session, const VersionedStateFile&
                                             " names another session"));
   }
   if (with_state) {
-    absl::StatusOr<State> state = model_->DeserializeState(record.payload);
+    absl::StatusOr<State> state = RestoreState(record, *model_);
     if (!state.ok()) {
-      return absl::DataLossError(absl::StrCat("stored state of session ", session.id,
-                                              " does not fit the model: ",
-                                              state.status().message()));
+      return absl::DataLossError(
+          absl::StrCat("stored state of session ", session.id, ": ", state.status().message()));
     }
     session.state = std::make_unique<State>(*std::move(state));
   }

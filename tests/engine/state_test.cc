@@ -1,6 +1,8 @@
 // State: fixed size for the linear kinds, stack/split, device moves, and a
 // bit-exact byte round trip with clear errors for bad bytes.
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "engine/language_model.h"
@@ -72,6 +74,30 @@ TEST_P(StateTest, SerializesBitExactly) {
   auto b = model_->Step(*restored, {66});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(torch::equal(*a, *b));
+}
+
+TEST_P(StateTest, NaNOrInfInAnyTensorIsDataLossNamingIt) {
+  // A fresh state (running maxima at their floor, empty caches) is finite.
+  ASSERT_TRUE(model_->DeserializeState(model_->SerializeState(model_->NewState())).ok());
+  const State state = Prefilled(13);
+  const float bad[] = {std::nanf(""), INFINITY, -INFINITY};
+  for (size_t layer = 0; layer < state.layers.size(); ++layer) {
+    for (size_t i = 0; i < state.layers[layer].size(); ++i) {
+      const torch::Tensor& t = state.layers[layer][i];
+      if (!t.is_floating_point() || t.numel() == 0) continue;
+      for (float value : bad) {
+        State poisoned = CloneState(state);
+        poisoned.layers[layer][i].view({-1})[t.numel() / 2] = value;
+        auto restored = model_->DeserializeState(model_->SerializeState(poisoned));
+        ASSERT_EQ(restored.status().code(), absl::StatusCode::kDataLoss)
+            << "layer " << layer << " tensor " << i << " value " << value;
+        EXPECT_NE(restored.status().message().find("layers." + std::to_string(layer) + "."),
+                  std::string::npos)
+            << restored.status();
+        EXPECT_NE(restored.status().message().find("NaN or Inf"), std::string::npos);
+      }
+    }
+  }
 }
 
 TEST_P(StateTest, StackThenSplitGivesBackEachState) {
