@@ -31,7 +31,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       metrics_(metrics),
       options_(options),
       writer_(store, metrics),
-      pool_(options.max_sessions, options.max_sessions_in_memory) {
+      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
 }
 
@@ -467,11 +467,12 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   pool_.Touch(session);
   summary.position = session->position;
   // The stream hears that the turn finished only once it is durable.
-  Checkpoint(*session, [sink = turn.sink, on_created = turn.on_created, summary,
-                        info = InfoOf(*session)](absl::Status written) {
+  Checkpoint(*session, [this, sink = turn.sink, on_created = turn.on_created, summary,
+                        id = session->id, info = InfoOf(*session)](absl::Status written) {
     if (!written.ok()) {
-      absl::Status error = absl::UnavailableError(
-          absl::StrCat("the turn finished but saving the session failed: ", written.message()));
+      const absl::Status error = SaveError("the turn finished but saving the session", written);
+      // A session whose first save failed was never made.
+      if (on_created) ForgetUnsaved(id);
       if (sink) sink->Finish(error);
       if (on_created) on_created(error);
       return;

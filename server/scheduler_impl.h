@@ -128,9 +128,15 @@ class Scheduler::Impl {
   // A new session of `tenant` holding `state`, with room made in memory;
   // RESOURCE_EXHAUSTED at the session limits.
   absl::StatusOr<Session*> AddResident(const std::string& tenant, State state);
-  // Checkpoints the session, then answers `done` with its info (or why
-  // saving `what` failed).
+  // Checkpoints a new session, then answers `done` with its info (or why
+  // saving `what` failed; the session is then forgotten).
   void CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done, const char* what);
+  // What the client hears when saving `what` failed: RESOURCE_EXHAUSTED
+  // stays so (the store is full: retrying will not help until sessions are
+  // deleted), anything else is UNAVAILABLE.
+  absl::Status SaveError(absl::string_view what, const absl::Status& written);
+  // Thread-safe: removes a new session whose first checkpoint failed.
+  void ForgetUnsaved(const std::string& id);
   // Queues the session's checkpoint; `durable` runs on the writer thread
   // once it is (or failed).
   void Checkpoint(Session& session, std::function<void(absl::Status)> durable);

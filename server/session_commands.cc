@@ -126,7 +126,10 @@ void Scheduler::Impl::Forget(const std::string& id, std::function<void(absl::Sta
 absl::Status Scheduler::Impl::MakeResident(Session& session) {
   pool_.Touch(&session);
   if (session.state) return absl::OkStatus();
-  LINSERVE_RETURN_IF_ERROR(pool_.MakeRoom(&session));
+  if (absl::Status room = pool_.MakeRoom(&session); !room.ok()) {
+    metrics_->CountRejection("sessions_in_memory");
+    return room;
+  }
   const absl::Time start = absl::Now();
   LINSERVE_ASSIGN_OR_RETURN(std::string file, store_->Get(session.key()));
   LINSERVE_ASSIGN_OR_RETURN(
@@ -143,13 +146,22 @@ absl::Status Scheduler::Impl::MakeResident(Session& session) {
 }
 
 absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant, State state) {
+  // A new session's state file needs at least its state's bytes: refuse
+  // before any work rather than after the turn, when the save would fail.
+  if (absl::Status room = store_->CheckRoom(model_->StateBytes(state.positions[0]));
+      !room.ok()) {
+    metrics_->CountRejection("store_full");
+    return room;
+  }
   absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
   if (!session.ok()) {
-    metrics_->CountRejection("session_limit");
+    metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
+                                                                  : "tenant_quota");
     return session.status();
   }
   if (absl::Status room = pool_.MakeRoom(*session); !room.ok()) {
     pool_.Remove((*session)->id);
+    metrics_->CountRejection("sessions_in_memory");
     return room;
   }
   (*session)->state = std::make_unique<State>(std::move(state));
@@ -159,9 +171,24 @@ absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant,
 
 void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done,
                                            const char* what) {
-  Checkpoint(session, [done, what, info = InfoOf(session)](absl::Status written) {
+  Checkpoint(session, [this, done, what, info = InfoOf(session)](absl::Status written) {
     if (written.ok()) return done(info);
-    done(absl::UnavailableError(absl::StrCat("saving ", what, " failed: ", written.message())));
+    ForgetUnsaved(info.id);
+    done(SaveError(absl::StrCat("saving ", what), written));
+  });
+}
+
+absl::Status Scheduler::Impl::SaveError(absl::string_view what, const absl::Status& written) {
+  if (absl::IsResourceExhausted(written)) {
+    metrics_->CountRejection("store_full");
+    return absl::ResourceExhaustedError(absl::StrCat(what, " failed: ", written.message()));
+  }
+  return absl::UnavailableError(absl::StrCat(what, " failed: ", written.message()));
+}
+
+void Scheduler::Impl::ForgetUnsaved(const std::string& id) {
+  Post([this, id] {
+    if (pool_.FindById(id) != nullptr) Forget(id, nullptr);
   });
 }
 

@@ -5,6 +5,7 @@
 // or, for several replicas, Redis. Keys are derived from (tenant, session id)
 // by the store; no client string ever becomes a path or a key by itself.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class StateStore {
   virtual absl::Status Delete(const StoredSessionKey& key) = 0;
   // Every stored state file's bytes (what a starting server reads back).
   virtual absl::StatusOr<std::vector<std::string>> LoadAll() = 0;
+  // RESOURCE_EXHAUSTED, naming the limit, when `more_bytes` of new state
+  // files would not fit (checked before a new session is made, so that it
+  // is refused before any work). A store without a byte budget of its own
+  // (Redis has maxmemory) always has room.
+  virtual absl::Status CheckRoom(int64_t /*more_bytes*/) const { return absl::OkStatus(); }
 };
 
 }  // namespace linserve
