@@ -202,9 +202,9 @@ class Client:
     def huge_length(self):
         claim = self.rng.choice([2**31 - 1, 2**32 + 5, 2**63, 10**9])
         body = self.rng.choice([
-            field(1, 0, 0)[:1] + varint(claim) + b"short",       # prompt claims `claim` bytes
+            b"\x0a" + varint(claim) + b"short",                    # prompt claims `claim` bytes
             b"\x0a\xff\xff\xff",                                   # truncated length varint
-            field(3, 2, b"")[:1] + varint(claim) + b"\x0d",        # sampling claims `claim`
+            b"\x1a" + varint(claim) + b"\x0d",                     # sampling claims `claim`
             b"\x0a" + b"\xff" * 11,                                # an 11-byte varint
         ])
         return self.stream("Generate", body)
@@ -255,7 +255,8 @@ class Client:
                                "", "ABCDEF0123456789ABCDEF0123456789", "%031x" % self.rng.getrandbits(124)])
         method = self.rng.choice(["Generate", "GetSession", "ForkSession", "DeleteSession", "ExportSession"])
         if method == "Generate":
-            return self.stream(method, self.gen(prompt=b"hi", session_id=sid, max_new_tokens=2))
+            # (An empty id would be a fair stateless request.)
+            return self.stream(method, self.gen(prompt=b"hi", session_id=sid or "0" * 33, max_new_tokens=2))
         if method == "ExportSession":
             return self.stream(method, field(1, 2, sid.encode()))
         return self.unary(method, field(1, 2, sid.encode()))[0]
@@ -273,7 +274,7 @@ class Client:
     def bad_token(self):
         metadata = self.rng.choice([[], [("authorization", "Bearer nope-nope-nope-nope")],
                                     [("authorization", "Basic " + TOKENS["alice"])],
-                                    [("authorization", "Bearer " + "\x7f" * 40)]])
+                                    [("authorization", "Bearer " + "A" * 5000)]])
         channel = self.shared["bad_channel"]
         return self.unary("GetModelInfo", b"", metadata=metadata or [("x-none", "1")], channel=channel)[0]
 
