@@ -72,7 +72,7 @@ TEST(CancelTest, StreamsCancelledAtRandomPointsLeaveNothingBehind) {
       for (int s = c; s < kStreams; s += kClients) {
         const std::string session_id = s % 2 == 0 ? sessions[s / 2].id() : "";
         grpc::ClientContext context;
-        auto reader = stub->Generate(&context, MakeRequest("go", session_id, 100000, s));
+        auto reader = stub->Generate(&context, MakeRequest("go", session_id, 4096, s));
         v1::GenerateResponse response;
         switch (random() % 3) {
           case 0:

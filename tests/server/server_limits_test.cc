@@ -46,7 +46,7 @@ std::unique_ptr<v1::Linserve::Stub> OwnConnection(const ServerProcess& server) {
 // stream stays open (its turn pauses on the full buffer) until cancelled.
 struct HeldStream {
   HeldStream(v1::Linserve::Stub& stub, const std::string& session_id = "") {
-    reader = stub.Generate(&context, MakeRequest("hold", session_id, 100000, 7));
+    reader = stub.Generate(&context, MakeRequest("hold", session_id, 4096, 7));
     opened = reader->Read(&first);
   }
   grpc::StatusCode Cancel() {
