@@ -10,8 +10,10 @@ bad tokens, cancels mid-stream, readers that never read, garbage imports,
 unknown methods). Every answer must be one of the codes its kind allows.
 Afterwards the server must still run, its gauges be back at their baseline,
 normal requests succeed with the median latency within
-LATENCY_FACTOR x baseline + LATENCY_SLACK_MS, and SIGTERM end it with exit
-code 0. Exits 1 on any failure; --json writes the figures.
+LATENCY_FACTOR x that of a fresh control server measured at the same time
+(in alternation) + LATENCY_SLACK_MS, and SIGTERM end it with exit code 0;
+the median before the chaos is reported beside them (on a shared machine
+it says more about the other load than about the server). Exits 1 on any failure; --json writes the figures.
 
 Usage: chaos.py --linserve BUILD/server/linserve --generated BUILD/client/python/generated
                 [--model models/default] [--requests 10000] [--clients 8] [--seed 1]
@@ -363,19 +365,19 @@ KINDS = {
 
 # --- the run ------------------------------------------------------------------
 
-def normal_latencies(server, pb, n):
-    """Milliseconds of `n` normal Generate calls (32 tokens, fixed seed) in turn."""
-    channel = server.channel()
-    call = channel.unary_stream(SERVICE + "Generate")
+def normal_latencies(servers, pb, n):
+    """Milliseconds of `n` normal Generate calls (32 tokens, fixed seed) to
+    each of `servers`, one call at a time, the servers in alternation."""
+    calls = [s.channel().unary_stream(SERVICE + "Generate") for s in servers]
     body = pb.GenerateRequest(prompt=b"ROMEO:", max_new_tokens=32,
                               sampling=pb.SamplingParams(seed=7)).SerializeToString()
-    out = []
+    out = [[] for _ in servers]
     for _ in range(n):
-        start = time.perf_counter()
-        messages = list(call(body, timeout=60, metadata=[("authorization", "Bearer " + TOKENS["alice"])]))
-        out.append((time.perf_counter() - start) * 1000)
-        assert messages and messages[-1]  # the last message is the finished one
-    channel.close()
+        for call, times in zip(calls, out):
+            start = time.perf_counter()
+            messages = list(call(body, timeout=60, metadata=[("authorization", "Bearer " + TOKENS["alice"])]))
+            times.append((time.perf_counter() - start) * 1000)
+            assert messages and messages[-1]  # the last message is the finished one
     return out
 
 
@@ -405,8 +407,8 @@ def main():
     server = Server(args.linserve, args.model, work)
     failures = []
     try:
-        normal_latencies(server, pb, 5)  # warm the path
-        before = normal_latencies(server, pb, 40)
+        normal_latencies([server], pb, 5)  # warm the path
+        before = normal_latencies([server], pb, 40)[0]
         shared = {"bad_channel": server.channel()}
         clients = [Client(server, pb, "alice" if i % 2 == 0 else "bob", random.Random(args.seed * 1000 + i), shared)
                    for i in range(args.clients)]
@@ -451,7 +453,17 @@ def main():
         settled = wait_for(server, baseline, 5) if alive else None
         if alive and settled != baseline:
             failures.append(f"gauges {settled} did not come back to {baseline}")
-        after = normal_latencies(server, pb, 40) if alive else []
+        # The machine may be busier or quieter now than before the chaos, so
+        # the bound is checked against a fresh server that saw no chaos,
+        # measured at the same time (in alternation); the median before the
+        # chaos is reported beside them.
+        after, control = [], []
+        if alive:
+            control_server = Server(args.linserve, args.model, tempfile.mkdtemp(prefix="linserve-control-"))
+            normal_latencies([control_server], pb, 5)
+            after, control = normal_latencies([server, control_server], pb, 40)
+            control_server.proc.send_signal(signal.SIGTERM)
+            control_server.proc.wait(30)
         for c in clients:  # every client's sessions still take turns
             for sid in c.sessions:
                 code = c.stream("Generate", c.gen(prompt=b" more", session_id=sid, max_new_tokens=4))
@@ -461,7 +473,8 @@ def main():
             failures.append(f"{len(unexpected)} unexpected answers, e.g. {unexpected[:5]}")
         median_before = statistics.median(before)
         median_after = statistics.median(after) if after else float("inf")
-        bound = LATENCY_FACTOR * median_before + LATENCY_SLACK_MS
+        median_control = statistics.median(control) if control else float("inf")
+        bound = LATENCY_FACTOR * median_control + LATENCY_SLACK_MS
         if median_after > bound:
             failures.append(f"normal median {median_after:.1f} ms after the chaos > bound {bound:.1f} ms")
     finally:
@@ -484,6 +497,7 @@ def main():
         "unexpected": len(unexpected),
         "normal_median_ms_before": round(median_before, 2),
         "normal_median_ms_after": round(median_after, 2),
+        "normal_median_ms_control": round(median_control, 2),
         "latency_bound_ms": round(bound, 2),
         "server_exit_code": exit_code,
         "failures": failures,
