@@ -98,6 +98,12 @@ class Server:
                                             ("grpc.max_receive_message_length", 1 << 24),
                                             ("grpc.max_send_message_length", 1 << 24)])
 
+    def proc_figures(self):
+        status = open(f"/proc/{self.proc.pid}/status").read()
+        return {"rss_mib": int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) // 1024,
+                "threads": int(re.search(r"Threads:\s+(\d+)", status).group(1)),
+                "fds": len(os.listdir(f"/proc/{self.proc.pid}/fd"))}
+
     def gauges(self):
         body = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics").read().decode()
         values = {}
@@ -372,8 +378,11 @@ def normal_latencies(servers, pb, n):
     body = pb.GenerateRequest(prompt=b"ROMEO:", max_new_tokens=32,
                               sampling=pb.SamplingParams(seed=7)).SerializeToString()
     out = [[] for _ in servers]
-    for _ in range(n):
-        for call, times in zip(calls, out):
+    for round_ in range(n):
+        order = list(zip(calls, out))
+        if round_ % 2:
+            order.reverse()  # neither server always goes first
+        for call, times in order:
             start = time.perf_counter()
             messages = list(call(body, timeout=60, metadata=[("authorization", "Bearer " + TOKENS["alice"])]))
             times.append((time.perf_counter() - start) * 1000)
@@ -453,22 +462,27 @@ def main():
         settled = wait_for(server, baseline, 5) if alive else None
         if alive and settled != baseline:
             failures.append(f"gauges {settled} did not come back to {baseline}")
-        # The machine may be busier or quieter now than before the chaos, so
-        # the bound is checked against a fresh server that saw no chaos,
-        # measured at the same time (in alternation); the median before the
-        # chaos is reported beside them.
-        after, control = [], []
-        if alive:
-            control_server = Server(args.linserve, args.model, tempfile.mkdtemp(prefix="linserve-control-"))
-            normal_latencies([control_server], pb, 5)
-            after, control = normal_latencies([server, control_server], pb, 40)
-            control_server.proc.send_signal(signal.SIGTERM)
-            control_server.proc.wait(30)
         for c in clients:  # every client's sessions still take turns
             for sid in c.sessions:
                 code = c.stream("Generate", c.gen(prompt=b" more", session_id=sid, max_new_tokens=4))
                 if code != C.OK:
                     failures.append(f"a turn on session {sid} after the chaos: {code}")
+        # The machine may be busier or quieter now than before the chaos, so
+        # the bound is checked against a fresh server that saw no chaos,
+        # measured at the same time (in alternation); the median before the
+        # chaos is reported beside them.
+        after, control = [], []
+        # The hostile clients are gone now: their connections close.
+        for c in clients:
+            c.channel.close()
+        shared["bad_channel"].close()
+        if alive:
+            control_server = Server(args.linserve, args.model, tempfile.mkdtemp(prefix="linserve-control-"))
+            normal_latencies([control_server], pb, 5)
+            after, control = normal_latencies([server, control_server], pb, 40)
+            print("after the chaos:", server.proc_figures(), "control:", control_server.proc_figures(), file=sys.stderr)
+            control_server.proc.send_signal(signal.SIGTERM)
+            control_server.proc.wait(30)
         if unexpected:
             failures.append(f"{len(unexpected)} unexpected answers, e.g. {unexpected[:5]}")
         median_before = statistics.median(before)
