@@ -14,7 +14,7 @@ trap 'rm -rf "$out"' EXIT
 rows="max sessions in all|max_sessions|session_limit|ErrorsTest.SessionLimitIsResourceExhaustedNamingTheFlag
 per-tenant session quota|max_sessions_per_tenant|tenant_quota|AuthTest.EachTenantHasItsOwnSessionQuota
 the \"\" tenant (auth off) has no quota|max_sessions_per_tenant|session_limit|LimitsTest.WithoutAuthTheTenantQuotaDoesNotApply
-sessions in memory (LRU spill)|max_sessions_in_memory|sessions_in_memory|LifecycleTest.SessionMetricsCountSavesRestoresAndPlaces
+sessions in memory (LRU spill)|max_sessions_in_memory|sessions_in_memory|LimitsTest.SessionsInMemoryAllBusyIsResourceExhausted
 bytes of state files in the store|max_store_bytes|store_full|LimitsTest.StoreBytesAreBoundedCountedAtStartAndFreedByDelete
 idle session TTL sweep|session_ttl_seconds|-|LifecycleTest.IdleSessionsExpireAfterTheTtl
 requests running + queued|max_batch, max_queued_requests|queue_full|LifecycleTest.OverloadAdmitsExactlyTheCapacityAndRefusesTheRestAtOnce
@@ -41,6 +41,7 @@ status=$?
   echo "$rows" | while IFS='|' read -r limit flags reason test; do
     shown=""
     for f in ${flags//,/ }; do
+      [ "$f" = "-" ] && continue
       default=$(grep -A3 -- "-$f " "$out/help.txt" | sed -n 's/.*default: \([^;)]*\).*/\1/p' | head -n 1)
       shown="$shown${shown:+, }--$f${default:+ ($default)}"
     done

@@ -188,6 +188,33 @@ TEST(LimitsTest, StreamsPerConnectionWaitAndOpenStreamsPastTheCapAreRefused) {
   EXPECT_EQ(open, 0);
 }
 
+TEST(LimitsTest, SessionsInMemoryAllBusyIsResourceExhausted) {
+  auto server = ServerProcess::Start({"--model=" + ModelDir(),
+                                      "--store_dir=" + FreshDir("memory-store"),
+                                      "--warmup_steps=0", "--max_sessions_in_memory=1",
+                                      "--stream_buffer_messages=2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->Stub();
+  auto busy = CreateSession(*stub, "held");
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  // The only state in memory is busy with a turn: nothing can spill.
+  HeldStream held(*stub, busy->id());
+  ASSERT_TRUE(held.opened);
+  auto refused = CreateSession(*stub);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_sessions_in_memory = 1"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(Metric(**server, "linserve_rejections_total{reason=\"sessions_in_memory\"}"), 1);
+  EXPECT_EQ(held.Cancel(), grpc::StatusCode::CANCELLED);
+  // Once the turn is over the idle state spills and a new session fits.
+  bool created = false;
+  for (int i = 0; i < 100 && !created; ++i) {
+    created = CreateSession(*stub).ok();
+    if (!created) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(created);
+}
+
 TEST(LimitsTest, MessagesPastMaxMessageBytesAreResourceExhausted) {
   auto server = ServerProcess::Start({"--model=" + ModelDir(),
                                       "--store_dir=" + FreshDir("message-store"),
