@@ -209,7 +209,13 @@ void Scheduler::Impl::Admit() {
     absl::Status began = Begin(admitted);
     if (!began.ok()) FinishWithError(admitted, std::move(began));
   }
-  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+  UpdateActiveGauge();
+}
+
+void Scheduler::Impl::UpdateActiveGauge() {
+  const auto running = std::count_if(active_.begin(), active_.end(),
+                                     [](const std::unique_ptr<Turn>& t) { return !t->done; });
+  metrics_->active_requests().Set(static_cast<double>(running));
 }
 
 absl::Status Scheduler::Impl::Begin(Turn& turn) {
@@ -397,6 +403,9 @@ void Scheduler::Impl::DetachBatch() {
 void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
   if (turn.in_batch) DetachBatch();
   turn.done = true;
+  // Before the stream hears the end, so that a client that reads the
+  // gauge next finds its request gone.
+  UpdateActiveGauge();
   if (!turn.session_id.empty()) {
     absl::StatusOr<Session*> session = pool_.Find(turn.tenant, turn.session_id);
     if (session.ok() && (*session)->busy) {
@@ -417,6 +426,9 @@ void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
 void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   if (turn.in_batch) DetachBatch();
   turn.done = true;
+  // Before the stream hears the end, so that a client that reads the
+  // gauge next finds its request gone.
+  UpdateActiveGauge();
   const absl::Time now = absl::Now();
   TurnSummary summary;
   summary.cancelled = cancelled;
@@ -486,7 +498,7 @@ void Scheduler::Impl::RemoveDone() {
   active_.erase(std::remove_if(active_.begin(), active_.end(),
                                [](const std::unique_ptr<Turn>& t) { return t->done; }),
                 active_.end());
-  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+  UpdateActiveGauge();
 }
 
 void Scheduler::Impl::SweepIdleSessions() {

@@ -141,6 +141,8 @@ class Scheduler::Impl {
   // once it is (or failed).
   void Checkpoint(Session& session, std::function<void(absl::Status)> durable);
   void UpdateSessionGauges();
+  // linserve_active_requests: the turns admitted and not yet done.
+  void UpdateActiveGauge();
   int64_t NowUnixMs() const;
 
   std::unique_ptr<LanguageModel> model_;
