@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "linserve/v1/linserve.grpc.pb.h"
+#include "server/stream_limit.h"
 #include "server/turn_sink.h"
 
 namespace linserve {
@@ -62,6 +63,8 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   explicit GenerateStream(StreamSink::OnFinish on_finish);
 
   const std::shared_ptr<StreamSink>& sink() const { return sink_; }
+  // The stream's place under --max_open_streams, given back in OnDone.
+  void Hold(StreamLimit::Ticket ticket) { ticket_ = std::move(ticket); }
 
   void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
   void OnCancel() override { sink_->OnCancel(); }
@@ -69,6 +72,7 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
  private:
   std::shared_ptr<StreamSink> sink_;
+  StreamLimit::Ticket ticket_;
 };
 
 // The protobuf of the scheduler's results.

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "engine/language_model.h"
 #include "server/auth.h"
+#include "server/connection_options.h"
 #include "server/disk_state_store.h"
 #include "server/redis_state_store.h"
 #include "server/log.h"
@@ -52,6 +53,12 @@ ABSL_FLAG(int32_t, stream_buffer_messages, 32,
 ABSL_FLAG(int64_t, max_sessions, 10000, "Sessions in all (memory and store)");
 ABSL_FLAG(int64_t, max_sessions_in_memory, 1024,
           "Sessions whose state is held in memory; the least recently used idle ones spill");
+ABSL_FLAG(int64_t, max_sessions_per_tenant, 1000,
+          "Sessions one authenticated tenant may hold (--auth_tokens_file); 0 is no quota. "
+          "Without auth every client is one tenant, bounded by --max_sessions alone");
+ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
+          "Bytes of state files the disk store may hold (files already there count); a save "
+          "past it is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, session_ttl_seconds, 86400, "Idle sessions are deleted after this; 0 is never");
 ABSL_FLAG(int32_t, max_prompt_bytes, 16384, "Bytes (= tokens) of one prompt");
 ABSL_FLAG(int32_t, max_new_tokens_cap, 4096, "Upper bound of a request's max_new_tokens");
@@ -62,6 +69,28 @@ ABSL_FLAG(int32_t, max_top_logprobs, 20, "Alternatives per token with logprobs o
 ABSL_FLAG(int64_t, max_state_bytes, 64 << 20, "Bytes of one state file (import or store)");
 ABSL_FLAG(int32_t, max_state_chunk_bytes, 64 << 10, "Bytes of one Export/ImportSession chunk");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
+ABSL_FLAG(int64_t, max_open_streams, 1024,
+          "Generate, ExportSession and ImportSession streams open at once over all connections; "
+          "more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, max_streams_per_connection, 100,
+          "Streams one HTTP/2 connection may have open at once; a client's further calls wait "
+          "in its channel");
+ABSL_FLAG(int32_t, keepalive_time_ms, 60000,
+          "Ping a connection quiet for this long (dead peers are found this way)");
+ABSL_FLAG(int32_t, keepalive_timeout_ms, 20000,
+          "Close a connection whose keepalive ping is not answered within this");
+ABSL_FLAG(bool, keepalive_permit_without_calls, true,
+          "Send keepalive pings on connections without calls too, so dead idle ones are reaped");
+ABSL_FLAG(int32_t, max_connection_idle_ms, 0,
+          "Close a connection without calls for this long; 0 is never");
+ABSL_FLAG(int32_t, max_connection_age_ms, 0,
+          "Close a connection this old (clients reconnect, e.g. to rebalance); 0 is never");
+ABSL_FLAG(int32_t, max_connection_age_grace_ms, 30000,
+          "Calls running on a connection closed for its age may finish for this long");
+ABSL_FLAG(int32_t, http2_min_ping_interval_ms, 10000,
+          "Shortest interval between a client's pings without data; faster ones are strikes");
+ABSL_FLAG(int32_t, http2_max_ping_strikes, 2,
+          "Ping strikes before the connection is closed (GOAWAY too_many_pings); 0 is no limit");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve gRPC over TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
@@ -82,6 +111,33 @@ absl::Status CheckPositive(const char* flag, int64_t value) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " = ", value, " must be positive"));
 }
 
+absl::StatusOr<ConnectionOptions> ConnectionOptionsFromFlags() {
+  ConnectionOptions c;
+  c.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
+  c.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_ms);
+  c.keepalive_timeout_ms = absl::GetFlag(FLAGS_keepalive_timeout_ms);
+  c.keepalive_permit_without_calls = absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  c.max_connection_idle_ms = absl::GetFlag(FLAGS_max_connection_idle_ms);
+  c.max_connection_age_ms = absl::GetFlag(FLAGS_max_connection_age_ms);
+  c.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
+  c.http2_min_ping_interval_ms = absl::GetFlag(FLAGS_http2_min_ping_interval_ms);
+  c.http2_max_ping_strikes = absl::GetFlag(FLAGS_http2_max_ping_strikes);
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"max_streams_per_connection", c.max_streams_per_connection},
+           {"keepalive_time_ms", c.keepalive_time_ms},
+           {"keepalive_timeout_ms", c.keepalive_timeout_ms}}) {
+    if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
+  }
+  if (c.max_connection_idle_ms < 0 || c.max_connection_age_ms < 0 ||
+      c.max_connection_age_grace_ms < 0 || c.http2_min_ping_interval_ms < 0 ||
+      c.http2_max_ping_strikes < 0) {
+    return absl::InvalidArgumentError(
+        "--max_connection_idle_ms, --max_connection_age_ms, --max_connection_age_grace_ms, "
+        "--http2_min_ping_interval_ms and --http2_max_ping_strikes must not be negative");
+  }
+  return c;
+}
+
 absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   ServiceOptions o;
   SchedulerOptions& s = o.scheduler;
@@ -91,6 +147,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.stream_buffer_messages = absl::GetFlag(FLAGS_stream_buffer_messages);
   s.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
+  s.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
   s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
   s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
@@ -103,6 +160,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
   l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
   o.max_state_chunk_bytes = absl::GetFlag(FLAGS_max_state_chunk_bytes);
+  o.max_open_streams = absl::GetFlag(FLAGS_max_open_streams);
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"max_batch", s.max_batch},
            {"prefill_token_budget", s.prefill_token_budget},
@@ -116,14 +174,16 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"default_max_new_tokens", l.default_max_new_tokens},
            {"max_stop_bytes", l.sampling.max_stop_bytes},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
+           {"max_open_streams", o.max_open_streams},
+           {"max_store_bytes", absl::GetFlag(FLAGS_max_store_bytes)},
            {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
   }
   if (s.max_queued_requests < 0 || l.sampling.max_stop_sequences < 0 || l.max_top_logprobs < 0 ||
-      absl::GetFlag(FLAGS_session_ttl_seconds) < 0) {
+      absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0) {
     return absl::InvalidArgumentError(
-        "--max_queued_requests, --max_stop_sequences, --max_top_logprobs and "
-        "--session_ttl_seconds must not be negative");
+        "--max_queued_requests, --max_stop_sequences, --max_top_logprobs, "
+        "--session_ttl_seconds and --max_sessions_per_tenant must not be negative");
   }
   if (l.default_max_new_tokens > l.sampling.max_new_tokens_cap) {
     return absl::InvalidArgumentError("--default_max_new_tokens exceeds --max_new_tokens_cap");
@@ -135,7 +195,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
   const std::string store = absl::GetFlag(FLAGS_store);
   if (store == "disk") {
     absl::StatusOr<std::unique_ptr<DiskStateStore>> disk =
-        DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir));
+        DiskStateStore::Open(absl::GetFlag(FLAGS_store_dir), absl::GetFlag(FLAGS_max_store_bytes));
     if (!disk.ok()) return disk.status();
     LogInfo("store_opened", {{"store", "disk"},
                              {"dir", absl::GetFlag(FLAGS_store_dir)},
@@ -158,6 +218,8 @@ int Fail(const char* event, const absl::Status& status) {
 int Serve() {
   absl::StatusOr<ServiceOptions> options = OptionsFromFlags();
   if (!options.ok()) return Fail("bad_flags", options.status());
+  absl::StatusOr<ConnectionOptions> connection = ConnectionOptionsFromFlags();
+  if (!connection.ok()) return Fail("bad_flags", connection.status());
 
   // SIGTERM and SIGINT are taken by sigwait below; block them before any
   // thread starts so that every thread inherits the mask.
@@ -192,6 +254,7 @@ int Serve() {
   if (!credentials.ok()) return Fail("bad_flags", credentials.status());
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  ApplyConnectionOptions(*connection, builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -74,6 +74,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Generate requests admitted and not yet finished")
                           .Register(r)
                           .Add({});
+  open_streams_ = &BuildGauge()
+                       .Name("linserve_open_streams")
+                       .Help("Generate, ExportSession and ImportSession streams open")
+                       .Register(r)
+                       .Add({});
   state_bytes_ = &BuildGauge()
                       .Name("linserve_state_bytes_per_session")
                       .Help("Bytes of one session's recurrent state (at position 0 for softmax)")

@@ -25,8 +25,10 @@ class Metrics {
 
   // One finished RPC: `method` is the RPC name, `code` the gRPC status name.
   void CountRequest(const std::string& method, const std::string& code);
-  // A request refused before any work: "queue_full", "session_limit",
-  // "session_busy", "draining".
+  // A request refused before any work (or, for "store_full", a save the
+  // store refused): "queue_full", "session_limit", "tenant_quota",
+  // "sessions_in_memory", "store_full", "open_streams", "session_busy",
+  // "draining".
   void CountRejection(const std::string& reason);
 
   prometheus::Histogram& time_to_first_token_seconds() { return *ttft_; }
@@ -40,6 +42,8 @@ class Metrics {
   prometheus::Counter& generated_tokens_total() { return *generated_tokens_; }
   prometheus::Gauge& queue_depth() { return *queue_depth_; }
   prometheus::Gauge& active_requests() { return *active_requests_; }
+  // Generate, ExportSession and ImportSession streams gRPC holds open.
+  prometheus::Gauge& open_streams() { return *open_streams_; }
   prometheus::Gauge& state_bytes_per_session() { return *state_bytes_; }
   // Sessions whose state is on the engine's device, in host memory (a CUDA
   // server's spill tier; on a CPU server device and host are one), or only
@@ -63,6 +67,7 @@ class Metrics {
   prometheus::Counter* generated_tokens_;
   prometheus::Gauge* queue_depth_;
   prometheus::Gauge* active_requests_;
+  prometheus::Gauge* open_streams_;
   prometheus::Gauge* state_bytes_;
   prometheus::Gauge* sessions_device_;
   prometheus::Gauge* sessions_host_;

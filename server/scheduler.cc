@@ -46,7 +46,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       metrics_(metrics),
       options_(options),
       writer_(store, metrics),
-      pool_(options.max_sessions, options.max_sessions_in_memory) {
+      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
 }
 
@@ -233,7 +233,13 @@ void Scheduler::Impl::Admit() {
     absl::Status began = Begin(admitted);
     if (!began.ok()) FinishWithError(admitted, std::move(began));
   }
-  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+  UpdateActiveGauge();
+}
+
+void Scheduler::Impl::UpdateActiveGauge() {
+  const auto running = std::count_if(active_.begin(), active_.end(),
+                                     [](const std::unique_ptr<Turn>& t) { return !t->done; });
+  metrics_->active_requests().Set(static_cast<double>(running));
 }
 
 absl::Status Scheduler::Impl::Begin(Turn& turn) {
@@ -424,6 +430,9 @@ void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
   if (turn.in_batch) DetachBatch();
   turn.done = true;
   ReleaseLease(turn);
+  // Before the stream hears the end, so that a client that reads the
+  // gauge next finds its request gone.
+  UpdateActiveGauge();
   if (!turn.session_id.empty()) {
     absl::StatusOr<Session*> session = pool_.Find(turn.tenant, turn.session_id);
     if (session.ok() && (*session)->busy) {
@@ -444,6 +453,9 @@ void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
 void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
   if (turn.in_batch) DetachBatch();
   turn.done = true;
+  // Before the stream hears the end, so that a client that reads the
+  // gauge next finds its request gone.
+  UpdateActiveGauge();
   const absl::Time now = absl::Now();
   TurnSummary summary;
   summary.cancelled = cancelled;
@@ -525,17 +537,11 @@ void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
                    UpdateSessionGauges();
                  }
                  if (!written.ok()) {
-                   // ABORTED: another server moved the session meanwhile
-                   // (fenced write); anything else: the store failed.
-                   const absl::Status error(
-                       absl::IsAborted(written) ? absl::StatusCode::kAborted
-                                                : absl::StatusCode::kUnavailable,
-                       absl::StrCat(
-                           on_created ? "saving the new session failed, so it was not created: "
-                                      : "saving the session after the turn failed, so the turn "
-                                        "was undone (the session stays at its last finished "
-                                        "turn): ",
-                           written.message()));
+                   const absl::Status error = SaveError(
+                       on_created ? "saving the new session (so it was not created)"
+                                  : "saving the session after the turn (so the turn was undone: "
+                                    "the session stays at its last finished turn)",
+                       written);
                    if (sink) sink->Finish(error);
                    if (on_created) on_created(error);
                    return;
@@ -550,7 +556,7 @@ void Scheduler::Impl::RemoveDone() {
   active_.erase(std::remove_if(active_.begin(), active_.end(),
                                [](const std::unique_ptr<Turn>& t) { return t->done; }),
                 active_.end());
-  metrics_->active_requests().Set(static_cast<double>(active_.size()));
+  UpdateActiveGauge();
 }
 
 void Scheduler::Impl::SweepIdleSessions() {

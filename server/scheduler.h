@@ -26,6 +26,7 @@ struct SchedulerOptions {
   int32_t stream_buffer_messages = 32;  // unread messages before a stream's session pauses
   int64_t max_sessions = 10000;
   int64_t max_sessions_in_memory = 1024;
+  int64_t max_sessions_per_tenant = 1000;  // per authenticated tenant; 0: no quota
   absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
   int64_t max_state_bytes = 64 << 20;            // a state file read from the store
   // With a store several servers share: how long a turn's lease on its

@@ -141,11 +141,18 @@ class Scheduler::Impl {
   // the save fails the session is removed and `done` hears why saving `what`
   // failed.
   void CheckpointThenAnswer(Session& session, const Done<SessionInfo>& done, const char* what);
+  // What the client hears when `what` failed to save: RESOURCE_EXHAUSTED
+  // stays so (the store is full: retrying will not help until sessions are
+  // deleted), ABORTED stays so (another server moved the session: a fenced
+  // write), anything else is UNAVAILABLE.
+  absl::Status SaveError(absl::string_view what, const absl::Status& written);
   // Queues `record` as the session's checkpoint (fenced by the turn's lease
   // when `leased`); `durable` runs on the writer thread once it is (or failed).
   void Checkpoint(Session& session, SessionRecord record, bool leased,
                   std::function<void(absl::Status)> durable);
   void UpdateSessionGauges();
+  // linserve_active_requests: the turns admitted and not yet done.
+  void UpdateActiveGauge();
   int64_t NowUnixMs() const;
 
   // Sharing sessions with other servers through the store (session_sharing.cc);

@@ -52,7 +52,15 @@ std::string TenantOf(const grpc::CallbackServerContext& context) {
 }
 
 LinserveService::LinserveService(Metrics* metrics, ServiceOptions options)
-    : metrics_(metrics), options_(std::move(options)) {}
+    : metrics_(metrics),
+      options_(std::move(options)),
+      streams_(options_.max_open_streams, &metrics->open_streams()) {}
+
+absl::StatusOr<StreamLimit::Ticket> LinserveService::OpenStream() {
+  absl::StatusOr<StreamLimit::Ticket> ticket = streams_.Acquire();
+  if (!ticket.ok()) metrics_->CountRejection("open_streams");
+  return ticket;
+}
 
 void LinserveService::SetScheduler(Scheduler* scheduler) {
   options_.limits.sampling.vocab_size = static_cast<int32_t>(scheduler->vocab_size());
@@ -90,6 +98,12 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     }
     LogInfo("generate", std::move(fields));
   });
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  if (!ticket.ok()) {
+    stream->sink()->Finish(ticket.status());
+    return stream;
+  }
+  stream->Hold(*std::move(ticket));
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) {
     stream->sink()->Finish(NotReady());

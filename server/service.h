@@ -10,6 +10,7 @@
 #include "server/metrics.h"
 #include "server/request_validation.h"
 #include "server/scheduler.h"
+#include "server/stream_limit.h"
 
 namespace linserve {
 
@@ -17,6 +18,7 @@ struct ServiceOptions {
   RequestLimits limits;
   SchedulerOptions scheduler;           // reported in ModelInfo.limits
   int32_t max_state_chunk_bytes = 64 << 10;  // ExportSession chunks, ImportSession's cap per chunk
+  int64_t max_open_streams = 1024;  // Generate, Export and ImportSession streams open at once
 };
 
 // The linserve.v1.Linserve service on gRPC's callback API: requests are
@@ -60,6 +62,8 @@ class LinserveService final : public v1::Linserve::CallbackService {
   // For the reactors of this file.
   void Count(const char* method, const grpc::Status& status);
   Scheduler* scheduler() const { return scheduler_.load(); }
+  // A place under --max_open_streams, or RESOURCE_EXHAUSTED (counted).
+  absl::StatusOr<StreamLimit::Ticket> OpenStream();
   const ServiceOptions& options() const { return options_; }
 
  private:
@@ -69,6 +73,7 @@ class LinserveService final : public v1::Linserve::CallbackService {
 
   Metrics* const metrics_;
   ServiceOptions options_;  // fixed once the scheduler is set
+  StreamLimit streams_;
   std::atomic<Scheduler*> scheduler_{nullptr};
 };
 

@@ -139,7 +139,10 @@ void Scheduler::Impl::Forget(const std::string& id, std::function<void(absl::Sta
 absl::Status Scheduler::Impl::MakeResident(Session& session) {
   pool_.Touch(&session);
   if (session.state) return absl::OkStatus();
-  LINSERVE_RETURN_IF_ERROR(pool_.MakeRoom(&session));
+  if (absl::Status room = pool_.MakeRoom(&session); !room.ok()) {
+    metrics_->CountRejection("sessions_in_memory");
+    return room;
+  }
   const absl::Time start = absl::Now();
   LINSERVE_ASSIGN_OR_RETURN(VersionedStateFile stored, store_->GetVersioned(session.key()));
   LINSERVE_RETURN_IF_ERROR(Reload(session, stored, /*with_state=*/true));
@@ -149,13 +152,22 @@ absl::Status Scheduler::Impl::MakeResident(Session& session) {
 }
 
 absl::StatusOr<Session*> Scheduler::Impl::AddResident(const std::string& tenant, State state) {
+  // A new session's state file needs at least its state's bytes: refuse
+  // before any work rather than after the turn, when the save would fail.
+  if (absl::Status room = store_->CheckRoom(model_->StateBytes(state.positions[0]));
+      !room.ok()) {
+    metrics_->CountRejection("store_full");
+    return room;
+  }
   absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
   if (!session.ok()) {
-    metrics_->CountRejection("session_limit");
+    metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
+                                                                  : "tenant_quota");
     return session.status();
   }
   if (absl::Status room = pool_.MakeRoom(*session); !room.ok()) {
     pool_.Remove((*session)->id);
+    metrics_->CountRejection("sessions_in_memory");
     return room;
   }
   (*session)->state = std::make_unique<State>(std::move(state));
@@ -173,8 +185,7 @@ void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionI
       if (!written.ok()) {
         pool_.Remove(id);
         UpdateSessionGauges();
-        return done(absl::UnavailableError(absl::StrCat(
-            "saving ", what, " failed, so it was not created: ", written.message())));
+        return done(SaveError(absl::StrCat("saving ", what, " (so it was not created)"), written));
       }
       Session* saved = pool_.FindById(id);  // busy until now: nothing removed it
       saved->busy = false;
@@ -182,6 +193,15 @@ void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionI
     });
   };
   Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+
+absl::Status Scheduler::Impl::SaveError(absl::string_view what, const absl::Status& written) {
+  const std::string message = absl::StrCat(what, " failed: ", written.message());
+  if (absl::IsResourceExhausted(written)) {
+    metrics_->CountRejection("store_full");
+    return absl::ResourceExhaustedError(message);
+  }
+  if (absl::IsAborted(written)) return absl::AbortedError(message);
+  return absl::UnavailableError(message);
 }
 
 void Scheduler::Impl::UpdateSessionGauges() {

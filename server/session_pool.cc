@@ -12,8 +12,13 @@ namespace linserve {
 Session::Session() = default;
 Session::~Session() = default;
 
-SessionPool::SessionPool(int64_t max_sessions, int64_t max_in_memory)
-    : max_sessions_(max_sessions), max_in_memory_(max_in_memory) {}
+SessionPool::SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant)
+    : max_sessions_(max_sessions), max_in_memory_(max_in_memory), max_per_tenant_(max_per_tenant) {}
+
+int64_t SessionPool::CountOf(const std::string& tenant) const {
+  auto it = per_tenant_.find(tenant);
+  return it == per_tenant_.end() ? 0 : it->second;
+}
 
 absl::StatusOr<Session*> SessionPool::Find(const std::string& tenant, const std::string& id) {
   auto it = sessions_.find(id);
@@ -33,6 +38,11 @@ absl::StatusOr<Session*> SessionPool::Add(const std::string& tenant, int64_t now
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_sessions = ", max_sessions_, " sessions exist; delete one or raise --max_sessions"));
   }
+  if (!tenant.empty() && max_per_tenant_ > 0 && CountOf(tenant) >= max_per_tenant_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tenant ", tenant, " holds max_sessions_per_tenant = ", max_per_tenant_,
+        " sessions; delete one or raise --max_sessions_per_tenant"));
+  }
   auto session = std::make_unique<Session>();
   session->tenant = tenant;
   do {
@@ -44,6 +54,7 @@ absl::StatusOr<Session*> SessionPool::Add(const std::string& tenant, int64_t now
   session->last_used_unix_ms = now_unix_ms;
   Session* raw = session.get();
   sessions_[raw->id] = std::move(session);
+  ++per_tenant_[tenant];
   Touch(raw);
   return raw;
 }
@@ -57,11 +68,18 @@ absl::Status SessionPool::AddStored(std::unique_ptr<Session> session) {
     return absl::AlreadyExistsError(absl::StrCat("session ", session->id, " is stored twice"));
   }
   const std::string id = session->id;
+  ++per_tenant_[session->tenant];
   sessions_[id] = std::move(session);
   return absl::OkStatus();
 }
 
-void SessionPool::Remove(const std::string& id) { sessions_.erase(id); }
+void SessionPool::Remove(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  auto count = per_tenant_.find(it->second->tenant);
+  if (--count->second == 0) per_tenant_.erase(count);
+  sessions_.erase(it);
+}
 
 void SessionPool::Touch(Session* session) { session->last_touch = ++clock_; }
 

@@ -45,17 +45,22 @@ struct Session {
 class SessionPool {
  public:
   // `max_sessions` bounds all sessions, `max_in_memory` those with a state
-  // in memory.
-  SessionPool(int64_t max_sessions, int64_t max_in_memory);
+  // in memory, `max_per_tenant` those one authenticated tenant may make
+  // (0: no quota). The "" tenant (auth off) has no quota: without tokens
+  // every client is that tenant, so its quota would only be a second
+  // max_sessions.
+  SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant = 0);
 
   // NOT_FOUND for an unknown id and for another tenant's: the two must be
   // indistinguishable.
   absl::StatusOr<Session*> Find(const std::string& tenant, const std::string& id);
   // Any tenant's session, or null (the server's own bookkeeping).
   Session* FindById(const std::string& id);
-  // A new empty session with a fresh id; RESOURCE_EXHAUSTED at max_sessions.
+  // A new empty session with a fresh id; RESOURCE_EXHAUSTED at max_sessions
+  // or at the tenant's quota.
   absl::StatusOr<Session*> Add(const std::string& tenant, int64_t now_unix_ms);
-  // A session read back from the store at start (its state stays there).
+  // A session read back from the store (its state stays there). It counts
+  // towards its tenant's quota but is not refused by it: it exists already.
   absl::Status AddStored(std::unique_ptr<Session> session);
   void Remove(const std::string& id);
 
@@ -74,12 +79,15 @@ class SessionPool {
   int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
   int64_t in_memory() const;
   int64_t max_sessions() const { return max_sessions_; }
+  int64_t CountOf(const std::string& tenant) const;
 
  private:
   const int64_t max_sessions_;
   const int64_t max_in_memory_;
+  const int64_t max_per_tenant_;
   uint64_t clock_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
+  absl::flat_hash_map<std::string, int64_t> per_tenant_;  // sessions by tenant
 };
 
 }  // namespace linserve

@@ -55,6 +55,11 @@ class StateStore {
   virtual absl::Status Delete(const StoredSessionKey& key) = 0;
   // Every stored state file's bytes (what a starting server reads back).
   virtual absl::StatusOr<std::vector<std::string>> LoadAll() = 0;
+  // RESOURCE_EXHAUSTED, naming the limit, when `more_bytes` of new state
+  // files would not fit (checked before a new session is made, so that it
+  // is refused before any work). A store without a byte budget of its own
+  // (Redis has maxmemory) always has room.
+  virtual absl::Status CheckRoom(int64_t /*more_bytes*/) const { return absl::OkStatus(); }
 
   // Versions, fences and leases matter only where several servers share the
   // store; the defaults are for a store one server owns (a directory): no

@@ -29,6 +29,7 @@ class ExportStream : public grpc::ServerWriteReactor<v1::StateChunk> {
     WriteNext();
   }
   void OnDone() override { delete this; }
+  void Hold(StreamLimit::Ticket ticket) { ticket_ = std::move(ticket); }
 
  private:
   void WriteNext() {
@@ -48,13 +49,18 @@ class ExportStream : public grpc::ServerWriteReactor<v1::StateChunk> {
   std::string file_;
   size_t offset_ = 0;
   v1::StateChunk chunk_;
+  StreamLimit::Ticket ticket_;
 };
 
 // Collects the chunks, checks the whole file, then hands it to the scheduler.
 class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
  public:
-  ImportStream(LinserveService* service, std::string tenant, v1::Session* response)
-      : service_(service), tenant_(std::move(tenant)), response_(response) {
+  ImportStream(LinserveService* service, std::string tenant, v1::Session* response,
+               StreamLimit::Ticket ticket)
+      : service_(service),
+        tenant_(std::move(tenant)),
+        response_(response),
+        ticket_(std::move(ticket)) {
     StartRead(&chunk_);
   }
 
@@ -106,6 +112,15 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
   v1::Session* const response_;
   v1::StateChunk chunk_;
   std::string file_;
+  StreamLimit::Ticket ticket_;
+};
+
+// Answers a stream opened past --max_open_streams, or before the model is
+// loaded, without reading anything.
+class RefuseImport : public grpc::ServerReadReactor<v1::StateChunk> {
+ public:
+  explicit RefuseImport(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
 };
 
 }  // namespace
@@ -113,6 +128,12 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
 grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
     grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) {
   auto* stream = new ExportStream(this);
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  if (!ticket.ok()) {
+    stream->Begin(ticket.status());
+    return stream;
+  }
+  stream->Hold(*std::move(ticket));
   Scheduler* scheduler = this->scheduler();
   if (scheduler == nullptr) {
     stream->Begin(absl::UnavailableError("the model is still loading; retry shortly"));
@@ -133,16 +154,17 @@ grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
 grpc::ServerReadReactor<v1::StateChunk>* LinserveService::ImportSession(
     grpc::CallbackServerContext* context, v1::Session* response) {
   if (scheduler() == nullptr) {
-    // Read nothing: answer at once.
-    class Refuse : public grpc::ServerReadReactor<v1::StateChunk> {
-     public:
-      Refuse() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading")); }
-      void OnDone() override { delete this; }
-    };
-    Count("ImportSession", grpc::Status(grpc::StatusCode::UNAVAILABLE, ""));
-    return new Refuse();
+    const grpc::Status status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+    Count("ImportSession", status);
+    return new RefuseImport(status);
   }
-  return new ImportStream(this, TenantOf(*context), response);
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  if (!ticket.ok()) {
+    const grpc::Status status = ToGrpcStatus(ticket.status());
+    Count("ImportSession", status);
+    return new RefuseImport(status);
+  }
+  return new ImportStream(this, TenantOf(*context), response, *std::move(ticket));
 }
 
 }  // namespace linserve

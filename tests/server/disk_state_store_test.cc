@@ -70,5 +70,36 @@ TEST_F(DiskStateStoreTest, OpeningRemovesTemporariesOfACrashedWrite) {
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
+TEST_F(DiskStateStoreTest, ByteBudgetRefusesGrowthCountsReplacementsAndSurvivesReopen) {
+  const StoredSessionKey a{"t", "0123456789abcdef0123456789abcdef"};
+  const StoredSessionKey b{"t", "fedcba9876543210fedcba9876543210"};
+  {
+    auto store = DiskStateStore::Open(dir_.string(), 25);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Put(a, std::string(10, 'a')).ok());
+    ASSERT_TRUE((*store)->Put(b, std::string(10, 'b')).ok());
+    EXPECT_EQ((*store)->bytes(), 20);
+    // Replacing a file frees its old bytes: 20 - 10 + 15 = 25 fits exactly.
+    ASSERT_TRUE((*store)->Put(a, std::string(15, 'a')).ok());
+    EXPECT_EQ((*store)->bytes(), 25);
+    const absl::Status full = (*store)->Put(b, std::string(11, 'b'));
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(full.message().find("max_store_bytes = 25"), std::string::npos) << full;
+    EXPECT_EQ(*(*store)->Get(b), std::string(10, 'b')) << "a refused put leaves the old file";
+    EXPECT_EQ((*store)->CheckRoom(1).code(), absl::StatusCode::kResourceExhausted);
+    // Shrinking is always allowed.
+    ASSERT_TRUE((*store)->Put(b, std::string(5, 'b')).ok());
+    EXPECT_EQ((*store)->bytes(), 20);
+  }
+  // The files already there count from the start.
+  auto reopened = DiskStateStore::Open(dir_.string(), 25);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->bytes(), 20);
+  EXPECT_TRUE((*reopened)->CheckRoom(5).ok());
+  EXPECT_FALSE((*reopened)->CheckRoom(6).ok());
+  ASSERT_TRUE((*reopened)->Delete(a).ok());
+  EXPECT_EQ((*reopened)->bytes(), 5);
+}
+
 }  // namespace
 }  // namespace linserve

@@ -176,6 +176,49 @@ TEST_F(AuthTest, OneConnectionServesOneTenant) {
   EXPECT_EQ(Get(kAlice, id, channel), grpc::StatusCode::OK);
 }
 
+TEST_F(AuthTest, EachTenantHasItsOwnSessionQuota) {
+  const std::string d = *dir_;
+  auto server = ServerProcess::Start(
+      {"--model=" + *WriteTinyModel(FreshDir("quota-model"), 9),
+       "--store_dir=" + FreshDir("quota-store"), "--tls_cert_file=" + d + "/server.pem",
+       "--tls_key_file=" + d + "/server.key", "--auth_tokens_file=" + d + "/tokens.txt",
+       "--warmup_steps=0", "--max_sessions_per_tenant=2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto create = [&](const char* token) {
+    auto stub = v1::Linserve::NewStub(Channel(**server, false));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + token);
+    v1::Session session;
+    grpc::Status status = stub->CreateSession(&context, v1::CreateSessionRequest(), &session);
+    return std::make_pair(status, session.id());
+  };
+  const std::string alice_first = create(kAlice).second;
+  ASSERT_FALSE(alice_first.empty());
+  ASSERT_TRUE(create(kAlice).first.ok());
+  const grpc::Status over = create(kAlice).first;
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("max_sessions_per_tenant = 2"), std::string::npos)
+      << over.error_message();
+  // Bob's quota is his own.
+  EXPECT_TRUE(create(kBob).first.ok());
+  EXPECT_TRUE(create(kBob).first.ok());
+  EXPECT_EQ(create(kBob).first.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Deleting one of Alice's gives her a place back.
+  {
+    auto stub = v1::Linserve::NewStub(Channel(**server, false));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kAlice);
+    v1::DeleteSessionRequest request;
+    request.set_session_id(alice_first);
+    v1::DeleteSessionResponse response;
+    ASSERT_TRUE(stub->DeleteSession(&context, request, &response).ok());
+  }
+  EXPECT_TRUE(create(kAlice).first.ok());
+  auto metrics = ScrapeMetrics((*server)->metrics_port());
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(MetricValue(*metrics, "linserve_rejections_total{reason=\"tenant_quota\"}"), 2);
+}
+
 TEST_F(AuthTest, HealthNeedsNoToken) {
   auto health = grpc::health::v1::Health::NewStub(Channel(*server_, false));
   grpc::ClientContext context;

@@ -32,6 +32,7 @@ class ServerProcess {
   ~ServerProcess();
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   pid_t pid() const { return pid_; }
 

@@ -43,6 +43,27 @@ TEST(SessionPoolTest, IdsAreFreshAndTheLimitIsResourceExhausted) {
   EXPECT_TRUE(pool.Add("", 5).ok());
 }
 
+TEST(SessionPoolTest, EachAuthenticatedTenantHasAQuotaAndTheEmptyTenantNone) {
+  SessionPool pool(10, 10, /*max_per_tenant=*/2);
+  auto a1 = pool.Add("alice", 1);
+  ASSERT_TRUE(a1.ok());
+  ASSERT_TRUE(pool.Add("alice", 2).ok());
+  auto over = pool.Add("alice", 3);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("max_sessions_per_tenant = 2"), std::string::npos);
+  EXPECT_TRUE(pool.Add("bob", 4).ok()) << "another tenant's quota is its own";
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(pool.Add("", 5 + i).ok()) << "auth off: no quota";
+  pool.Remove((*a1)->id);
+  EXPECT_EQ(pool.CountOf("alice"), 1);
+  EXPECT_TRUE(pool.Add("alice", 10).ok());
+  // Sessions read back from the store count but are not refused.
+  auto stored = std::make_unique<Session>();
+  stored->tenant = "alice";
+  stored->id = "0123456789abcdef0123456789abcdef";
+  EXPECT_TRUE(pool.AddStored(std::move(stored)).ok());
+  EXPECT_EQ(pool.CountOf("alice"), 3);
+}
+
 TEST(SessionPoolTest, MakeRoomSpillsTheLeastRecentlyUsedIdleDurableState) {
   SessionPool pool(10, 2);
   auto a = pool.Add("", 1), b = pool.Add("", 2);
