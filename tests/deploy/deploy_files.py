@@ -12,8 +12,13 @@ import yaml
 def load_yaml_documents(root: pathlib.Path) -> dict:
     """{path: [document, ...]} for every .yaml/.yml under root (multi-document
     files give several; empty documents are dropped)."""
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
-    return {p: [d for d in yaml.safe_load_all(p.read_text()) if d is not None] for p in files}
+    documents = {}
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")):
+        try:
+            documents[path] = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: {error}") from error
+    return documents
 
 
 def parse_flags(args: list) -> list:
@@ -139,6 +144,7 @@ def promql_metric_names(expr: str) -> set:
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # range and subquery selectors
     expr = re.sub(r"\$\{?\w+\}?", "", expr)  # Grafana variables
     expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    expr = re.sub(r"(?<![\w.])(\d+(ms|[smhdwy]))+\b", "", expr)  # durations (offset 5m)
     expr = re.sub(r"(?<![\w.])\d+(\.\d+)?([eE][+-]?\d+)?", "", expr)  # numbers
     names = set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):

@@ -51,6 +51,11 @@ class Redis:
                              capture_output=True, text=True, check=True).stdout.split("\n")
         return out[1]
 
+    def keys(self, pattern: str) -> list:
+        out = subprocess.run(["redis-cli", "-p", str(self.port), "--scan", "--pattern", pattern],
+                             capture_output=True, text=True, check=True).stdout
+        return out.split()
+
     def stop(self):
         self.process.kill()
         self.process.wait()

@@ -360,6 +360,34 @@ class LiveServerTest(unittest.TestCase):
             out.append(f"--{name}" if value is None else f"--{name}={value}")
         return out
 
+    def client(self, server: live.Linserve, *args) -> list:
+        return [ARGS.client, args[0], f"--server=127.0.0.1:{server.port}"] + list(args[1:])
+
+    def exercise(self, server: live.Linserve, redis: live.Redis, prefix: str):
+        """Gives every labelled family a sample (a family without one is not
+        exported): a session, stored in Redis under the --store prefix; a
+        turn on it; and a second turn on it while the first runs, refused as
+        session_busy."""
+        created = subprocess.run(self.client(server, "session", "create", "--prompt=ROMEO:"),
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(created.returncode, 0, created.stderr)
+        session = json.loads(created.stdout)["id"]
+        self.assertEqual(len(redis.keys(f"{prefix}:session:*")), 1, "the session is in Redis")
+        long_turn = subprocess.Popen(
+            self.client(server, "generate", f"--session={session}", "--max_new_tokens=4096",
+                        "--ignore_eos", ""),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            self.assertTrue(long_turn.stdout.read(1), "the first turn streams")
+            busy = subprocess.run(self.client(server, "generate", f"--session={session}", "x"),
+                                  capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(busy.returncode, 0, "a second turn on a busy session")
+            self.assertRegex(busy.stderr, "FAILED_PRECONDITION|ABORTED")
+        finally:
+            long_turn.kill()
+            long_turn.wait()
+            long_turn.stdout.close()
+
     def stop_cleanly(self, server: live.Linserve):
         self.assertEqual(server.stop(), 0, "SIGTERM drains and exits 0")
 
@@ -393,11 +421,8 @@ class LiveServerTest(unittest.TestCase):
             args = self.local_args(D.container["args"], redis, flagfile=str(flagfile))
             server = live.Linserve(ARGS.linserve, args)
             try:
-                generate = subprocess.run(
-                    [ARGS.client, "generate", f"--server=127.0.0.1:{server.port}",
-                     "--max_new_tokens=8", "--seed=1", "ROMEO:"],
-                    capture_output=True, text=True, timeout=60)
-                self.assertEqual(generate.returncode, 0, generate.stderr)
+                store = effective(D.k8s_linserve_args())["store"]
+                self.exercise(server, redis, re.search(r"prefix=([^&]+)", store).group(1))
                 exported = files.exposition_names(server.metrics())
             finally:
                 self.stop_cleanly(server)
