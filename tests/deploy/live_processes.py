@@ -3,7 +3,6 @@ with the flags the deployment files give them (addresses and paths moved to
 this machine)."""
 import json
 import os
-import pathlib
 import signal
 import socket
 import subprocess
