@@ -19,6 +19,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import deploy_files as files  # noqa: E402
 import live_processes as live  # noqa: E402
