@@ -193,6 +193,7 @@ void Scheduler::Impl::CheckpointThenAnswer(Session& session, const Done<SessionI
     });
   };
   Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+}
 
 absl::Status Scheduler::Impl::SaveError(absl::string_view what, const absl::Status& written) {
   const std::string message = absl::StrCat(what, " failed: ", written.message());
