@@ -91,6 +91,20 @@ void RequestSeeds(const fs::path& dir) {
   Write(dir, "empty", "");
 }
 
+// fuzz_utf8 reads its stop sequences and piece lengths from the input's end
+// (FuzzedDataProvider), the text from its start: seeds are text in every
+// shape the assembler handles.
+void Utf8Seeds(const fs::path& dir) {
+  Write(dir, "ascii", "ROMEO:\nBut soft, what light through yonder window breaks?\n\n");
+  Write(dir, "two_three_four_bytes", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xE4\xB8\xAD\xE6\x96\x87");
+  Write(dir, "stray_continuations", "a\x80\xBF b\xC3");
+  Write(dir, "overlong_and_surrogate", "\xC0\xAF \xE0\x80\xAF \xED\xA0\x80 \xF4\x90\x80\x80");
+  Write(dir, "truncated_sequences", "\xE2\x82 \xF0\x9F\x98 \xF0");
+  static constexpr char kStopBytes[] = "x\xE2\x80\x94y\n\nz\x02\x03\x01";
+  Write(dir, "stop_inside_character", std::string(kStopBytes, sizeof(kStopBytes) - 1));
+  Write(dir, "empty", "");
+}
+
 void SafetensorsSeeds(const fs::path& dir, const std::string& state_payload) {
   TensorMap every_dtype;
   every_dtype["f64"] = torch::arange(3, torch::kFloat64);
@@ -157,6 +171,15 @@ void StateFileSeeds(const fs::path& dir, LanguageModel& model, std::string* payl
   SessionRecord other_model = after_prompt;
   other_model.model_fingerprint = std::string(64, '0');
   Write(dir, "other_model", without_checksum(other_model));
+  // A number JSON allows where the file means an integer.
+  std::string float_position = without_checksum(wrong_position);
+  const size_t at = float_position.find("\"position\":5");
+  if (at == std::string::npos) std::abort();
+  float_position.replace(at, 12, "\"position\":5e300");
+  const uint32_t header_bytes = static_cast<uint32_t>(
+      float_position.find("}", 16) + 1 - 16);
+  for (int i = 0; i < 4; ++i) float_position[12 + i] = static_cast<char>(header_bytes >> (8 * i));
+  Write(dir, "header_float_position", float_position);
   SessionRecord pending_past_vocab = after_prompt;
   pending_past_vocab.pending_token = 258;
   Write(dir, "pending_past_vocab", without_checksum(pending_past_vocab));
@@ -176,5 +199,6 @@ int main(int argc, char** argv) {
   linserve::StateFileSeeds(root / "fuzz_state_file", *model, &payload);
   linserve::SafetensorsSeeds(root / "fuzz_safetensors", payload);
   linserve::RequestSeeds(root / "fuzz_request_validation");
+  linserve::Utf8Seeds(root / "fuzz_utf8");
   return 0;
 }
