@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/sha256.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace linserve {
@@ -34,6 +35,30 @@ std::string Checksum(std::string_view bytes) { return Sha256Digest({bytes}); }
 
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("state file: ", what));
+}
+
+// header[key] as an integer of type T. nlohmann's get<T>() converts any
+// number: a float past T's range is undefined behaviour, an integer out of
+// range wraps. Both come only from a crafted file (a client can reseal one
+// with a valid checksum for ImportSession), so they are refused here.
+// A missing key or a non-number throws json::exception as get<T>() would.
+template <typename T>
+absl::StatusOr<T> HeaderInteger(const json& header, const char* key) {
+  const json& value = header.at(key);
+  if (!value.is_number()) return value.get<T>();  // throws the type error
+  bool in_range = false;
+  if (value.is_number_unsigned()) {
+    in_range = value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if (value.is_number_integer()) {
+    in_range = std::numeric_limits<T>::is_signed || value.get<int64_t>() >= 0;
+  }
+  if (!in_range) {
+    return Corrupt(absl::StrCat("header: ", key, " = ", value.dump(),
+                                " is not an integer in the range of ", sizeof(T) * 8, "-bit ",
+                                std::numeric_limits<T>::is_signed ? "signed" : "unsigned",
+                                " integers"));
+  }
+  return value.get<T>();
 }
 
 }  // namespace
@@ -96,12 +121,14 @@ absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t ma
     r.model_fingerprint = header.at("model_fingerprint").get<std::string>();
     r.tenant = header.at("tenant").get<std::string>();
     r.session_id = header.at("session_id").get<std::string>();
-    r.position = header.at("position").get<int64_t>();
-    r.pending_token = header.at("pending_token").get<int64_t>();
-    r.rng_seed = header.at("rng_seed").get<uint64_t>();
-    r.rng_draws = header.at("rng_draws").get<uint64_t>();
-    r.created_unix_ms = header.at("created_unix_ms").get<int64_t>();
-    r.last_used_unix_ms = header.at("last_used_unix_ms").get<int64_t>();
+    LINSERVE_ASSIGN_OR_RETURN(r.position, HeaderInteger<int64_t>(header, "position"));
+    LINSERVE_ASSIGN_OR_RETURN(r.pending_token, HeaderInteger<int64_t>(header, "pending_token"));
+    LINSERVE_ASSIGN_OR_RETURN(r.rng_seed, HeaderInteger<uint64_t>(header, "rng_seed"));
+    LINSERVE_ASSIGN_OR_RETURN(r.rng_draws, HeaderInteger<uint64_t>(header, "rng_draws"));
+    LINSERVE_ASSIGN_OR_RETURN(r.created_unix_ms,
+                              HeaderInteger<int64_t>(header, "created_unix_ms"));
+    LINSERVE_ASSIGN_OR_RETURN(r.last_used_unix_ms,
+                              HeaderInteger<int64_t>(header, "last_used_unix_ms"));
   } catch (const json::exception& e) {
     return Corrupt(absl::StrCat("header: ", e.what()));
   }

@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
@@ -72,6 +74,8 @@ ProcessResult RunProcess(const std::vector<std::string>& args, const std::string
   posix_spawn_file_actions_destroy(&actions);
   result.out = ReadWhole(out_path);
   result.err = ReadWhole(err_path);
+  const std::string report = SanitizerReport(result.err);
+  if (!report.empty()) ADD_FAILURE() << args[0] << " reported:\n" << report;
   std::remove(in_path.c_str());
   std::remove(out_path.c_str());
   std::remove(err_path.c_str());
@@ -155,7 +159,27 @@ int ServerProcess::Wait() {
   waitpid(pid_, &status, 0);
   exited_ = true;
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // The process is gone, so its log ends here: read it whole, then look for
+  // a sanitizer's report, which must fail the test even when the server was
+  // killed before a client noticed anything.
+  if (reader_.joinable()) reader_.join();
+  std::string log;
+  for (const std::string& line : Log()) absl::StrAppend(&log, line, "\n");
+  const std::string report = SanitizerReport(log);
+  if (!report.empty()) ADD_FAILURE() << "linserve (pid " << pid_ << ") reported:\n" << report;
   return exit_code_;
+}
+
+std::string SanitizerReport(const std::string& output) {
+  // The first line of every report of ASan, LSan, TSan and UBSan.
+  static constexpr const char* kMarkers[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                             "WARNING: ThreadSanitizer",
+                                             "ERROR: ThreadSanitizer", ": runtime error: "};
+  size_t first = std::string::npos;
+  for (const char* marker : kMarkers) first = std::min(first, output.find(marker));
+  if (first == std::string::npos) return "";
+  const size_t line_start = output.rfind('\n', first);
+  return output.substr(line_start == std::string::npos ? 0 : line_start + 1, 16000);
 }
 
 std::vector<std::string> ServerProcess::Log() const {

@@ -40,7 +40,8 @@ class ServerProcess {
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 
   void Signal(int signal);
-  // The exit code, or 128 + signal.
+  // The exit code, or 128 + signal. A sanitizer report in the server's
+  // output (sanitized builds) adds a test failure.
   int Wait();
   // Every log line so far.
   std::vector<std::string> Log() const;
@@ -72,8 +73,13 @@ struct ProcessResult {
   std::string err;
 };
 
-// Runs a program to the end with `input` on its stdin.
+// Runs a program to the end with `input` on its stdin. A sanitizer report in
+// its stderr (sanitized builds) adds a test failure.
 ProcessResult RunProcess(const std::vector<std::string>& args, const std::string& input = "");
+
+// The report of ASan, LSan, TSan or UBSan in a process's output, from its
+// first line on; empty when there is none.
+std::string SanitizerReport(const std::string& output);
 
 // GET /metrics on loopback; the body.
 absl::StatusOr<std::string> ScrapeMetrics(int port);

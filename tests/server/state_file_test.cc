@@ -119,5 +119,39 @@ TEST(StateFileTest, LengthsLargerThanTheFileAreDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// Header numbers that are not integers of the field's type: JSON allows
+// them, a resealed file can carry them, and converting them blindly is
+// undefined behaviour (a float past int64) or a silent wrap (found by
+// fuzz/fuzz_state_file).
+TEST(StateFileTest, HeaderNumbersOutsideTheirTypeAreDataLoss) {
+  const std::string file = EncodeStateFile(Sample());
+  const uint32_t header_bytes = static_cast<unsigned char>(file[12]) |
+                                static_cast<unsigned char>(file[13]) << 8;
+  const std::string header = file.substr(16, header_bytes);
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"\"position\":4096", "\"position\":1e300", "position = 1e+300 is not an integer"},
+      {"\"position\":4096", "\"position\":4096.5", "position = 4096.5 is not an integer"},
+      {"\"position\":4096", "\"position\":9223372036854775808", "position = 9223372036854775808"},
+      {"\"rng_draws\":12", "\"rng_draws\":-1", "rng_draws = -1 is not an integer"},
+      {"\"rng_seed\":280297064090366", "\"rng_seed\":1.5", "rng_seed = 1.5"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.to);
+    std::string changed = header;
+    const size_t at = changed.find(c.from);
+    ASSERT_NE(at, std::string::npos) << header;
+    changed.replace(at, c.from.size(), c.to);
+    std::string crafted = file.substr(0, 12);
+    for (int i = 0; i < 4; ++i) crafted.push_back(static_cast<char>(changed.size() >> (8 * i)));
+    crafted += changed + file.substr(16 + header_bytes);
+    auto decoded = DecodeStateFile(Resealed(crafted), kMaxBytes);
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(decoded.status().message().find(c.message), std::string::npos) << decoded.status();
+  }
+}
+
 }  // namespace
 }  // namespace linserve

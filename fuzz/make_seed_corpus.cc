@@ -1,0 +1,204 @@
+// Writes the seed corpora committed in fuzz/corpus/<target>/: valid inputs of
+// every shape the targets read, plus edge cases (empty, truncated, invalid
+// bytes, values at and past their limits), so that each fuzzing run starts
+// from the formats rather than from noise. Run by hand after a format
+// changes: fuzz_make_seed_corpus fuzz/corpus
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.h"
+#include "fuzz/fuzz_model.h"
+#include "linserve/v1/linserve.pb.h"
+#include "server/state_file.h"
+
+namespace linserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+void RequestSeeds(const fs::path& dir) {
+  auto write = [&](const std::string& name, const v1::GenerateRequest& request) {
+    Write(dir, name, request.SerializeAsString());
+  };
+  v1::GenerateRequest minimal;
+  minimal.set_prompt("ROMEO:");
+  write("minimal", minimal);
+
+  v1::GenerateRequest full = minimal;
+  full.set_max_new_tokens(64);
+  full.add_stop("\n\n");
+  full.add_stop("\xE2\x80\x94");
+  full.set_ignore_eos(true);
+  full.set_logprobs(true);
+  full.set_top_logprobs(5);
+  v1::SamplingParams* s = full.mutable_sampling();
+  s->set_temperature(0.8f);
+  s->set_top_k(40);
+  s->set_top_p(0.95f);
+  s->set_min_p(0.05f);
+  s->set_repetition_penalty(1.1f);
+  s->set_presence_penalty(0.5f);
+  s->set_frequency_penalty(0.25f);
+  s->set_seed(42);
+  write("every_field", full);
+
+  v1::GenerateRequest greedy = minimal;
+  greedy.mutable_sampling()->set_temperature(0);
+  write("greedy", greedy);
+
+  v1::GenerateRequest turn;
+  turn.set_session_id("0123456789abcdef0123456789abcdef");
+  write("session_turn_empty_prompt", turn);
+
+  v1::GenerateRequest multibyte = minimal;
+  multibyte.set_prompt("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  write("multibyte_prompt", multibyte);
+
+  v1::GenerateRequest bad_utf8 = minimal;
+  bad_utf8.set_prompt("ab\xC3(\xED\xA0\x80");
+  write("invalid_utf8_prompt", bad_utf8);
+
+  v1::GenerateRequest at_limits = minimal;
+  at_limits.set_max_new_tokens(4096);
+  at_limits.mutable_sampling()->set_top_k(258);
+  at_limits.mutable_sampling()->set_top_p(1.0f);
+  at_limits.set_logprobs(true);
+  at_limits.set_top_logprobs(20);
+  for (int i = 0; i < 8; ++i) at_limits.add_stop(std::string(256, 'a' + i));
+  write("every_limit", at_limits);
+
+  v1::GenerateRequest past_limits = at_limits;
+  past_limits.set_max_new_tokens(4097);
+  past_limits.mutable_sampling()->set_top_p(1.5f);
+  past_limits.mutable_sampling()->set_temperature(-1);
+  write("past_limits", past_limits);
+
+  v1::GenerateRequest nan = minimal;
+  nan.mutable_sampling()->set_temperature(std::nanf(""));
+  write("nan_temperature", nan);
+
+  Write(dir, "empty", "");
+}
+
+// fuzz_utf8 reads its stop sequences and piece lengths from the input's end
+// (FuzzedDataProvider), the text from its start: seeds are text in every
+// shape the assembler handles.
+void Utf8Seeds(const fs::path& dir) {
+  Write(dir, "ascii", "ROMEO:\nBut soft, what light through yonder window breaks?\n\n");
+  Write(dir, "two_three_four_bytes", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xE4\xB8\xAD\xE6\x96\x87");
+  Write(dir, "stray_continuations", "a\x80\xBF b\xC3");
+  Write(dir, "overlong_and_surrogate", "\xC0\xAF \xE0\x80\xAF \xED\xA0\x80 \xF4\x90\x80\x80");
+  Write(dir, "truncated_sequences", "\xE2\x82 \xF0\x9F\x98 \xF0");
+  static constexpr char kStopBytes[] = "x\xE2\x80\x94y\n\nz\x02\x03\x01";
+  Write(dir, "stop_inside_character", std::string(kStopBytes, sizeof(kStopBytes) - 1));
+  Write(dir, "empty", "");
+}
+
+void SafetensorsSeeds(const fs::path& dir, const std::string& state_payload) {
+  TensorMap every_dtype;
+  every_dtype["f64"] = torch::arange(3, torch::kFloat64);
+  every_dtype["f32"] = torch::tensor({{1.5f, -2.0f}, {0.0f, 1e-30f}});
+  every_dtype["f16"] = torch::ones({2}, torch::kFloat16);
+  every_dtype["bf16"] = torch::ones({2}, torch::kBFloat16);
+  every_dtype["i64"] = torch::tensor({int64_t{-1}, int64_t{1} << 40});
+  every_dtype["i32"] = torch::arange(4, torch::kInt32).reshape({2, 2});
+  every_dtype["i16"] = torch::arange(2, torch::kInt16);
+  every_dtype["i8"] = torch::tensor({int8_t{-128}}, torch::kInt8);
+  every_dtype["u8"] = torch::arange(5, torch::kUInt8);
+  every_dtype["bool"] = torch::tensor({true, false});
+  every_dtype["empty"] = torch::zeros({0, 3});
+  every_dtype["scalar"] = torch::tensor(3.0f);
+  const std::string file = SerializeSafetensors(every_dtype, {{"format", "pt"}, {"note", "seed"}});
+  Write(dir, "every_dtype", file);
+  Write(dir, "truncated", file.substr(0, file.size() - 3));
+  Write(dir, "no_tensors", SerializeSafetensors({}));
+  Write(dir, "state_payload", state_payload);
+  Write(dir, "header_only_length", std::string("\x10\0\0\0\0\0\0\0", 8));
+  const std::string overlap_header =
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})";
+  std::string overlap(8, '\0');
+  overlap[0] = static_cast<char>(overlap_header.size());
+  Write(dir, "overlapping", overlap + overlap_header + std::string(8, '\0'));
+}
+
+void StateFileSeeds(const fs::path& dir, LanguageModel& model, std::string* payload) {
+  const std::string fingerprint = model.Fingerprint();
+  auto record_of = [&](const State& state, int64_t pending) {
+    SessionRecord r;
+    r.model_fingerprint = fingerprint;
+    r.tenant = "tenant-a";
+    r.session_id = "0123456789abcdef0123456789abcdef";
+    r.position = state.positions[0];
+    r.pending_token = pending;
+    r.rng_seed = 42;
+    r.rng_draws = 3;
+    r.created_unix_ms = 1700000000000;
+    r.last_used_unix_ms = 1700000001000;
+    r.payload = model.SerializeState(state);
+    return r;
+  };
+  // The target appends the checksum itself: seeds are files without it.
+  auto without_checksum = [](const SessionRecord& r) {
+    std::string file = EncodeStateFile(r);
+    return file.substr(0, file.size() - 32);
+  };
+  State fresh = model.NewState();
+  Write(dir, "fresh", without_checksum(record_of(fresh, -1)));
+
+  State used = model.NewState();
+  const std::vector<int64_t> prompt = {82, 79, 77, 69, 79, 58};  // "ROMEO:"
+  if (!model.Prefill(used, prompt).ok()) std::abort();
+  const SessionRecord after_prompt = record_of(used, 10);
+  *payload = after_prompt.payload;
+  Write(dir, "after_prompt", without_checksum(after_prompt));
+  Write(dir, "whole_file_as_is", "!" + EncodeStateFile(after_prompt));
+
+  SessionRecord wrong_position = after_prompt;
+  wrong_position.position = 5;
+  Write(dir, "header_position_disagrees", without_checksum(wrong_position));
+  SessionRecord other_model = after_prompt;
+  other_model.model_fingerprint = std::string(64, '0');
+  Write(dir, "other_model", without_checksum(other_model));
+  // A number JSON allows where the file means an integer.
+  std::string float_position = without_checksum(wrong_position);
+  const size_t at = float_position.find("\"position\":5");
+  if (at == std::string::npos) std::abort();
+  float_position.replace(at, 12, "\"position\":5e300");
+  const uint32_t header_bytes = static_cast<uint32_t>(
+      float_position.find("}", 16) + 1 - 16);
+  for (int i = 0; i < 4; ++i) float_position[12 + i] = static_cast<char>(header_bytes >> (8 * i));
+  Write(dir, "header_float_position", float_position);
+  SessionRecord pending_past_vocab = after_prompt;
+  pending_past_vocab.pending_token = 258;
+  Write(dir, "pending_past_vocab", without_checksum(pending_past_vocab));
+}
+
+}  // namespace
+}  // namespace linserve
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR (e.g. fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path root = argv[1];
+  std::unique_ptr<linserve::LanguageModel> model = linserve::MakeFuzzModel();
+  std::string payload;
+  linserve::StateFileSeeds(root / "fuzz_state_file", *model, &payload);
+  linserve::SafetensorsSeeds(root / "fuzz_safetensors", payload);
+  linserve::RequestSeeds(root / "fuzz_request_validation");
+  linserve::Utf8Seeds(root / "fuzz_utf8");
+  return 0;
+}
