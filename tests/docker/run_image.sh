@@ -58,20 +58,16 @@ while read -r volume; do
 done < <(config Volumes | jq -r '(. // {}) | keys[]')
 [ "$n" -gt 0 ] || fail "the image declares no volume"
 
-# in_image [unshare flags...] -- COMMAND...: one process from the image.
-in_image() {
-  local flags=()
-  while [ "$1" != -- ]; do flags+=("$1"); shift; done
-  shift
-  unshare --mount --propagation private "${flags[@]}" -- "$here/enter_image.sh" \
-    "$root" "$ids" "$workdir" "$run_dir/env" "$run_dir/volumes" "$@"
-}
+# Prefix of a command run from the image, in a mount namespace of its own.
+enter=(unshare --mount --propagation private -- "$here/enter_image.sh"
+       "$root" "$ids" "$workdir" "$run_dir/env" "$run_dir/volumes")
 # image_client ARGS...: the image's client against this server.
-image_client() { in_image -- "$client" --server="127.0.0.1:$port" "$@"; }
+image_client() { "${enter[@]}" "$client" --server="127.0.0.1:$port" "$@"; }
 
 # --- Start: entry point + command, then the loopback addresses.
 echo "entry point: ${entrypoint[*]} ${command[*]}"
-in_image --pid --fork --kill-child -- "${entrypoint[@]}" "${command[@]}" \
+# Its own PID namespace too: the server is PID 1 there, as in a container.
+"${enter[0]}" --pid --fork --kill-child "${enter[@]:1}" "${entrypoint[@]}" "${command[@]}" \
   --listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 2>"$run_dir/server.log" &
 server_pid=$!
 for _ in $(seq 1200); do
@@ -99,19 +95,28 @@ awk '/^Groups:/ { for (i = 2; i <= NF; i++) if ($i == 0) exit 1 }' <<<"$status" 
 echo "ok: PID 1 of its namespace is ${entrypoint[0]}, uid $uid"
 
 # --- Health, through the image's HEALTHCHECK command.
-in_image -- "${health[@]:1}" --server="127.0.0.1:$port" || fail "health check: not SERVING"
+"${enter[@]}" "${health[@]:1}" --server="127.0.0.1:$port" || fail "health check: not SERVING"
 echo "ok: health check (${health[*]:1}) exits 0"
 
-# --- A Generate.
-text=$(image_client generate --max_new_tokens=48 --temperature=0.8 --seed=7 "ROMEO:")
-[ -n "$text" ] || fail "Generate returned no text"
+# --- A Generate. The client prints the text on stdout and the finished
+# message, with the generated token count, on stderr.
+generated_total=0
+generate() {  # generate ARGS...: sets text; adds up the generated tokens
+  local count
+  text=$(image_client generate "$@" 2>"$run_dir/generate.err") ||
+    { cat "$run_dir/generate.err" >&2; fail "Generate $* failed"; }
+  count=$(sed -n 's/.*\[finished: .*, generated \([0-9]*\);.*/\1/p' "$run_dir/generate.err")
+  [ -n "$text" ] && [ "${count:-0}" -gt 0 ] ||
+    { cat "$run_dir/generate.err" >&2; fail "Generate $* returned no text"; }
+  generated_total=$((generated_total + count))
+}
+generate --max_new_tokens=48 --temperature=0.8 --seed=7 "ROMEO:"
 echo "ok: Generate: $(head -c 80 <<<"$text" | tr '\n' ' ')"
 
 # --- A session turn, written to the volume by the image's user.
 session=$(image_client session create --prompt="JULIET:" | jq -r .id)
 [ -n "$session" ] && [ "$session" != null ] || fail "CreateSession returned no id"
-text=$(image_client generate --session="$session" --max_new_tokens=16 --seed=3 " O Romeo")
-[ -n "$text" ] || fail "Generate on session $session returned no text"
+generate --session="$session" --max_new_tokens=16 --seed=3 " O Romeo"
 state_files=$(find "$run_dir"/volume* -name '*.state' -user "$uid")
 [ -n "$state_files" ] || fail "no state file owned by uid $uid in the volume"
 echo "ok: session $session stored as ${state_files//$run_dir\//}"
@@ -119,8 +124,8 @@ echo "ok: session $session stored as ${state_files//$run_dir\//}"
 # --- /metrics.
 metrics=$(curl -sf "http://127.0.0.1:$metrics_port/metrics") || fail "/metrics did not answer"
 generated=$(awk '$1 == "linserve_generated_tokens_total" { print $2 }' <<<"$metrics")
-awk -v g="${generated:-0}" 'BEGIN { exit !(g > 0) }' ||
-  fail "/metrics counts ${generated:-no} generated tokens after two Generates"
+[ "${generated:-none}" = "$generated_total" ] ||
+  fail "/metrics counts ${generated:-no} generated tokens, the streams had $generated_total"
 echo "ok: /metrics: linserve_generated_tokens_total $generated"
 
 # --- SIGTERM to PID 1: drain, exit 0.
