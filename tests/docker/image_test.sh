@@ -15,9 +15,8 @@
 # (scripts/setup installs them); exits 77 (skipped) when podman or buildah is
 # missing. The containers storage lives in WORK_DIR and is removed at the end
 # (LINSERVE_DOCKER_KEEP=1 keeps it, the image and the build's layers for the
-# next run); the Debian base tarball is
-# cached in ~/.cache/linserve (LINSERVE_CACHE_DIR), so only the first run
-# debootstraps. The build stage's compiler cache is this machine's ccache
+# next run); the Debian base tarball is cached in ~/.cache/linserve
+# (LINSERVE_CACHE_DIR), so only the first run debootstraps. The build stage's compiler cache is this machine's ccache
 # directory, so the image build reuses what the checkout's build compiled.
 set -euo pipefail
 
@@ -34,10 +33,12 @@ done
 [ "$(id -u)" -eq 0 ] || fail "needs root (debootstrap, mounts, chroot); skip it with ctest -LE docker"
 
 started=$SECONDS
-phase_start=$SECONDS
-phase() {
-  echo "--- $1 (previous phase: $((SECONDS - phase_start)) s)"
-  phase_start=$SECONDS
+# timed NAME COMMAND...: runs one phase and says how long it took.
+timed() {
+  local start=$SECONDS
+  echo "--- $1"
+  "${@:2}"
+  echo "--- $1: $((SECONDS - start)) s"
 }
 
 # --- A containers storage of the test's own, not the machine's.
@@ -87,34 +88,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# --- The base images and the build.
-phase "base images"
-"$here/base_image.sh" "$cache_dir"
+# --- The base images, the build, the checks.
+build_image() {
+  local ccache_dir layers=false
+  ccache_dir=$(ccache --get-config cache_dir 2>/dev/null || true)
+  if [ -n "$ccache_dir" ]; then
+    mkdir -p "$ccache_dir" "$TMPDIR/buildah-cache"
+    ln -sfn "$ccache_dir" "$TMPDIR/buildah-cache/linserve-ccache"
+  fi
+  # Kept storage keeps the layers too, so a rerun rebuilds only what changed.
+  if [ "$keep" = 1 ]; then layers=true; fi
+  setsid buildah bud --isolation chroot --pull=never --format docker --layers="$layers" \
+    -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" 2>&1 &
+  build_session=$!
+  if ! wait "$build_session"; then
+    tail -n 60 "$work/run/build.log" >&2
+    fail "the image does not build (whole log: $work/run/build.log)"
+  fi
+  build_session=
+  grep -E 'STEP [0-9]+/[0-9]+:|COMMIT' "$work/run/build.log" | cut -c1-120 || true
+}
 
-phase "image build"
-ccache_dir=$(ccache --get-config cache_dir 2>/dev/null || true)
-if [ -n "$ccache_dir" ]; then
-  mkdir -p "$ccache_dir" "$TMPDIR/buildah-cache"
-  ln -sfn "$ccache_dir" "$TMPDIR/buildah-cache/linserve-ccache"
-fi
-# Kept storage keeps the layers too, so a rerun rebuilds only what changed.
-layers=false
-if [ "$keep" = 1 ]; then layers=true; fi
-setsid buildah bud --isolation chroot --pull=never --format docker --layers="$layers" \
-  -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" 2>&1 &
-build_session=$!
-if ! wait "$build_session"; then
-  tail -n 60 "$work/run/build.log" >&2
-  fail "the image does not build (whole log: $work/run/build.log)"
-fi
-build_session=
-grep -E '^(STEP|COMMIT)' "$work/run/build.log" || true
-
-phase "image metadata"
-"$here/check_image.sh" "$image"
-
-phase "run"
-"$here/run_image.sh" "$image" "$work/run"
-
-phase "done"
+timed "base images" "$here/base_image.sh" "$cache_dir"
+timed "image build" build_image
+timed "image checks" "$here/check_image.sh" "$image"
+timed "run" "$here/run_image.sh" "$image" "$work/run"
 echo "PASS"
