@@ -1,7 +1,7 @@
 # linserve image: the gRPC server with the shipped default model.
 #
 #   docker build -t linserve .
-#   docker run -p 50051:50051 -p 9464:9464 -v linserve-sessions:/var/lib/linserve linserve
+#   docker run -p 50051:50051 -p 127.0.0.1:9464:9464 -v linserve-sessions:/var/lib/linserve linserve
 #
 # Arguments after the image name are more server flags (`linserve --help`);
 # a later flag overrides the entry point's. tests/docker builds this file and
@@ -56,7 +56,8 @@ USER linserve
 
 # OpenBLAS's own threads would spin against LibTorch's OpenMP pool.
 ENV OPENBLAS_NUM_THREADS=1
-# gRPC and Prometheus /metrics.
+# gRPC and Prometheus /metrics. /metrics is plain HTTP without tenants
+# (server/README.md): publish 9464 to the scraper's network only.
 EXPOSE 50051 9464
 # SERVING once the model is loaded; NOT_SERVING from the moment SIGTERM
 # starts the drain.
