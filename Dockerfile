@@ -1,24 +1,74 @@
-# linserve image. Build stage: the project's own scripts on Debian 12.
-# Runtime stage: only the shared libraries the binaries load.
-# For now the image runs the engine benchmark; the server replaces it as the
-# entry point once it lands.
+# linserve image: the gRPC server with the shipped default model.
+#
+#   docker build -t linserve .
+#   docker run -p 50051:50051 -p 127.0.0.1:9464:9464 -v linserve-sessions:/var/lib/linserve linserve
+#
+# Arguments after the image name are more server flags (`linserve --help`);
+# a later flag overrides the entry point's. tests/docker builds this file and
+# runs the image without a Docker engine.
+
+# Build stage: the project's own setup and build scripts on Debian 12, so the
+# image is built exactly as a developer's checkout is.
 FROM debian:12 AS build
 WORKDIR /src
-# Setup first, on its own layer, so that source changes reuse the packages.
+# A UTF-8 locale as on a developer's machine. ccache keys on the locale, so
+# with it the build below can reuse objects a checkout's build compiled.
+ENV LANG=C.UTF-8
+# Setup on its own layer: source changes reuse the installed packages.
 COPY scripts/setup scripts/setup
 RUN scripts/setup && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN LINSERVE_BUILD_DIR=/build scripts/build -DLINSERVE_BUILD_TESTS=OFF
+# The build directory sits under the sources so that the compiler cache stores
+# paths relative to them, like any other checkout's; the cache is a build-time
+# mount, never part of an image.
+RUN --mount=type=cache,id=linserve-ccache,target=/root/.cache/ccache \
+    LINSERVE_BUILD_DIR=/src/build scripts/build \
+      -DLINSERVE_BUILD_TESTS=OFF -DLINSERVE_BUILD_BENCH=OFF
 
+# Runtime stage: the shared libraries the two binaries load (ldd on them,
+# dpkg -S on the libraries), no compiler, no headers.
 FROM debian:12-slim
-# libtorch1.13 brings its own dependencies; OpenBLAS replaces the reference BLAS.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libtorch1.13 libopenblas0-pthread libabsl20220623 libssl3 \
+      libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32 libabsl20220623 \
+      libssl3 libhiredis0.14 libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/*
-RUN useradd --system --uid 10001 --no-create-home linserve
-COPY --from=build /build/bench/linserve-engine-bench /usr/local/bin/
+# LibTorch links libblas.so.3: make OpenBLAS back it, not the ~20x slower
+# reference BLAS that apt may also have installed.
+RUN alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -n1) \
+ && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt"
+
+COPY --from=build /src/build/server/linserve /src/build/client/linserve-client /usr/local/bin/
+COPY --from=build /src/models/default /usr/local/share/linserve/models/default
+# Fail the build, not the first start, when a library is missing.
+RUN for b in /usr/local/bin/linserve /usr/local/bin/linserve-client; do \
+      if ldd "$b" | grep 'not found'; then echo "$b: missing libraries" >&2; exit 1; fi; \
+    done
+
+# The session store is the only state: a volume owned by an unprivileged user.
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/linserve \
+      --no-create-home --shell /usr/sbin/nologin linserve \
+ && mkdir -p /var/lib/linserve/sessions \
+ && chown -R linserve:linserve /var/lib/linserve
+VOLUME /var/lib/linserve
+WORKDIR /var/lib/linserve
+USER linserve
+
 # OpenBLAS's own threads would spin against LibTorch's OpenMP pool.
 ENV OPENBLAS_NUM_THREADS=1
-USER linserve
-ENTRYPOINT ["/usr/local/bin/linserve-engine-bench"]
+# gRPC and Prometheus /metrics. /metrics is plain HTTP without tenants
+# (server/README.md): publish 9464 to the scraper's network only.
+EXPOSE 50051 9464
+# SERVING once the model is loaded; NOT_SERVING from the moment SIGTERM
+# starts the drain.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+  CMD ["/usr/local/bin/linserve-client", "health", "--server=127.0.0.1:50051", "--timeout_seconds=5"]
+# linserve is PID 1 itself (no shell): SIGTERM drains running streams for up
+# to --shutdown_grace_seconds (30 s by default) and exits 0; give `docker stop`
+# a longer --time than that, or pass a shorter grace.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/linserve", \
+            "--model=/usr/local/share/linserve/models/default", \
+            "--listen=0.0.0.0:50051", \
+            "--metrics_host=0.0.0.0", "--metrics_port=9464", \
+            "--store_dir=/var/lib/linserve/sessions"]
