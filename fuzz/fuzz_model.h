@@ -9,19 +9,12 @@
 #include <memory>
 
 #include "engine/language_model.h"
+#include "tests/tiny_model.h"
 
 namespace linserve {
 
 inline std::unique_ptr<LanguageModel> MakeFuzzModel() {
-  ModelConfig config;
-  config.d_model = 32;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.head_dim = 16;
-  config.mlp_hidden = 64;
-  config.attention.kind = AttentionKind::kLinearElu;
-  config.attention.token_shift = true;
-  config.attention.chunk_size = 16;
+  const ModelConfig config = TinyModelConfig();
   return LanguageModel::Create(config, /*seed=*/7, torch::kCPU);
 }
 

@@ -31,6 +31,7 @@
 #include "server/state_file.h"
 #include "server/state_restore.h"
 #include "tests/server/corrupt_state_files.h"
+#include "tests/tiny_model.h"
 
 namespace linserve {
 namespace {
@@ -71,15 +72,7 @@ std::string RealStateFile(LanguageModel& model, const std::string& text) {
 }
 
 std::unique_ptr<LanguageModel> TinyModel(uint64_t seed) {
-  ModelConfig config;
-  config.d_model = 32;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.head_dim = 16;
-  config.mlp_hidden = 64;
-  config.attention.kind = AttentionKind::kLinearElu;
-  config.attention.token_shift = true;
-  config.attention.chunk_size = 16;
+  const ModelConfig config = TinyModelConfig();
   return LanguageModel::Create(config, seed, torch::kCPU);
 }
 

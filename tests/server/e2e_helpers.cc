@@ -4,19 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/language_model.h"
+#include "tests/tiny_model.h"
 
 namespace linserve {
 
 absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed) {
-  ModelConfig config;
-  config.d_model = 32;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.head_dim = 16;
-  config.mlp_hidden = 64;
-  config.attention.kind = AttentionKind::kLinearElu;
-  config.attention.token_shift = true;
-  config.attention.chunk_size = 16;
+  const ModelConfig config = TinyModelConfig();
   std::unique_ptr<LanguageModel> model = LanguageModel::Create(config, seed, torch::kCPU);
   absl::Status saved = model->Save(dir);
   if (!saved.ok()) return saved;
