@@ -88,15 +88,6 @@ v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id) {
   return session;
 }
 
-int SessionCount(v1::Linserve::Stub& stub) {
-  grpc::ClientContext context;
-  v1::ListSessionsRequest request;
-  request.set_page_size(1000);
-  v1::ListSessionsResponse response;
-  EXPECT_TRUE(stub.ListSessions(&context, request, &response).ok());
-  return response.sessions_size();
-}
-
 grpc::Status Fork(v1::Linserve::Stub& stub, const std::string& id) {
   grpc::ClientContext context;
   v1::ForkSessionRequest request;

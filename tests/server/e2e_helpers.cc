@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <gtest/gtest.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/language_model.h"
 #include "tests/tiny_model.h"
@@ -59,6 +61,15 @@ GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest&
   }
   outcome.status = reader->Finish();
   return outcome;
+}
+
+int SessionCount(v1::Linserve::Stub& stub) {
+  grpc::ClientContext context;
+  v1::ListSessionsRequest request;
+  request.set_page_size(1000);
+  v1::ListSessionsResponse response;
+  EXPECT_TRUE(stub.ListSessions(&context, request, &response).ok());
+  return response.sessions_size();
 }
 
 absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt) {

@@ -41,6 +41,10 @@ struct GenerateOutcome {
 GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest& request,
                             absl::Duration deadline = absl::Seconds(120));
 
+// Sessions the server lists (first page of up to 1000; a failed call is a
+// test failure).
+int SessionCount(v1::Linserve::Stub& stub);
+
 absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt = "");
 
 // The state file of a session, via ExportSession.

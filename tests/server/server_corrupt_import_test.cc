@@ -19,15 +19,6 @@ namespace {
 
 constexpr int64_t kMaxStateBytes = 1 << 20;
 
-int SessionCount(v1::Linserve::Stub& stub) {
-  grpc::ClientContext context;
-  v1::ListSessionsRequest request;
-  request.set_page_size(1000);
-  v1::ListSessionsResponse response;
-  EXPECT_TRUE(stub.ListSessions(&context, request, &response).ok());
-  return response.sessions_size();
-}
-
 struct Case {
   std::string name;
   std::string file;

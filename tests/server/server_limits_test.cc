@@ -235,13 +235,8 @@ TEST(LimitsTest, MessagesPastMaxMessageBytesAreResourceExhausted) {
 // how long after going silent the server closed the connection, or nothing
 // within `wait`; `pings` counts the PING frames the server sent meanwhile.
 absl::Duration SilentPeer(int port, absl::Duration wait, int* pings) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) {
     ADD_FAILURE() << "cannot connect";
     return absl::ZeroDuration();
   }

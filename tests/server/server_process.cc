@@ -207,7 +207,7 @@ bool ServerProcess::WaitForLog(const std::string& text, absl::Duration timeout) 
 
 absl::StatusOr<std::string> ScrapeMetrics(int port) { return HttpGet(port, "/metrics"); }
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -215,8 +215,14 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port));
+    return -1;
   }
+  return fd;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port));
   // HTTP/1.0: the body is not chunked and ends when the server closes.
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n");

@@ -83,6 +83,8 @@ std::string SanitizerReport(const std::string& output);
 
 // GET /metrics on loopback; the body.
 absl::StatusOr<std::string> ScrapeMetrics(int port);
+// A TCP connection to 127.0.0.1:`port`: the socket, or -1.
+int ConnectLoopback(int port);
 // GET `path` (with its query) from 127.0.0.1:`port`; the body of a 200.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // The value of one series ("name{labels}" exactly as exposed, or a bare
