@@ -77,21 +77,51 @@ using WaitDeadlineFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
 
 constexpr unsigned kRead = __tsan_mutex_read_lock;
 
-// A blocking acquisition, plain or with a condition.
+// The real AwaitWithTimeout, LockWhenWithTimeout and CondVar::WaitWithTimeout
+// call their ...WithDeadline twins through the dynamic linker, that is back
+// into this library: only the outermost call on a mutex is annotated (a
+// second pre-unlock would be an unlock of an unlocked mutex).
+thread_local const absl::Mutex* annotating = nullptr;
+
+class OutermostCall {
+ public:
+  explicit OutermostCall(const absl::Mutex* mu)
+      : previous_(annotating), outermost_(annotating != mu) {
+    annotating = mu;
+  }
+  ~OutermostCall() { annotating = previous_; }
+  bool outermost() const { return outermost_; }
+
+ private:
+  const absl::Mutex* previous_;
+  bool outermost_;
+};
+
+// A blocking acquisition, plain or with a condition. The condition is
+// evaluated inside the real call, between pre- and post-lock, where
+// ThreadSanitizer ignores memory accesses, as abseil's own annotations do.
 template <typename Call>
 auto Acquire(absl::Mutex* mu, unsigned flags, Call call) {
+  const OutermostCall scope(mu);
+  if (!scope.outermost()) return call();
   PreLock(mu, flags);
   auto result = call();
   PostLock(mu, flags);
   return result;
 }
 
-// Held before and after, released while waiting (Await, CondVar::Wait).
+// Held before and after, released while waiting (Await, CondVar::Wait). As in
+// abseil's AwaitCommon and CondVar::WaitCommon, the release is annotated
+// before the wait and the accesses inside the wait (a condition evaluated
+// while the real call holds the mutex again) are ignored until the mutex is
+// annotated as held again.
 template <typename Call>
 auto ReleaseWhileWaiting(absl::Mutex* mu, Call call) {
+  const OutermostCall scope(mu);
+  if (!scope.outermost()) return call();
   PreUnlock(mu, 0);
-  PostUnlock(mu, 0);
   auto result = call();
+  PostUnlock(mu, 0);
   PreLock(mu, 0);
   PostLock(mu, 0);
   return result;
