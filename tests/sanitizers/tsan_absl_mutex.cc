@@ -29,7 +29,6 @@ void __tsan_mutex_pre_lock(void*, unsigned) __attribute__((weak));
 void __tsan_mutex_post_lock(void*, unsigned, int) __attribute__((weak));
 int __tsan_mutex_pre_unlock(void*, unsigned) __attribute__((weak));
 void __tsan_mutex_post_unlock(void*, unsigned) __attribute__((weak));
-void __tsan_mutex_destroy(void*, unsigned) __attribute__((weak));
 }
 
 namespace {
@@ -127,32 +126,19 @@ auto ReleaseWhileWaiting(absl::Mutex* mu, Call call) {
   return result;
 }
 
-// Whether code at this address is in one of Debian's (uninstrumented)
-// libraries. Destroying a mutex is annotated as a write to it, which races
-// with its last use unless ThreadSanitizer saw what ordered the two; inside
-// gRPC that is often a reference count in its own uninstrumented code (the
-// last owner of a shared state frees it), so for mutexes that gRPC or abseil
-// destroy the annotation is left out. The sanitizer forgets the mutex anyway
-// when its memory is freed.
-bool FromSystemLibrary(const void* address) {
-  Dl_info info;
-  if (dladdr(address, &info) == 0 || info.dli_fname == nullptr) return false;
-  const std::string file = info.dli_fname;
-  return file.rfind("/usr/lib/", 0) == 0 || file.rfind("/lib/", 0) == 0;
-}
-
 }  // namespace
 
 namespace absl {
 ABSL_NAMESPACE_BEGIN
 
-Mutex::~Mutex() {
-  static const MutexFn real = Real<MutexFn>("5MutexD1Ev");
-  if (__tsan_mutex_destroy != nullptr && !FromSystemLibrary(__builtin_return_address(0))) {
-    __tsan_mutex_destroy(this, 0);
-  }
-  real(this);
-}
+// No ~Mutex here: destroying a mutex is not annotated. The annotation is a
+// write to the mutex that races with its last use unless ThreadSanitizer saw
+// what ordered the two, and for gRPC's own mutexes that is often a reference
+// count in its uninstrumented code (the last owner of a shared state frees
+// it), from a destructor that may be ours (an inline virtual destructor
+// tail-calling gRPC's). Nothing is lost for our objects: freeing their memory
+// is itself checked as a write, and it also makes ThreadSanitizer forget the
+// mutex.
 
 void Mutex::Lock() {
   static const MutexFn real = Real<MutexFn>("5Mutex4LockEv");

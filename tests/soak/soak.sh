@@ -2,7 +2,8 @@
 # Soak: a server at ~70% of its measured capacity for --minutes (default 10;
 # longer by flag), then its figures into the "Soak" section of
 # tests/RELIABILITY.md. See soak.py for what is checked.
-# Usage: tests/soak/soak.sh [--minutes N] [--load F] [--sessions S]
+# Usage: tests/soak/soak.sh [--minutes N] [--load F] [--sessions S] [--drift_rounds R]
+#        [--drift_window_s S] [--capacity_concurrency C]  (soak.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${LINSERVE_BUILD_DIR:-build}
