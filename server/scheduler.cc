@@ -1,35 +1,103 @@
+// The scheduler: its public face, and the engine loop behind it (the queue,
+// admission, which turns prefill and decode in each iteration, drain). The
+// parts it drives each have a file of their own:
+//   server/turn_runner.h       running a turn: prefill, decode, sampling
+//   server/session_commands.h  the session RPCs
+//   server/session_manager.h   the session pool, the store and checkpoints
+//   server/session_sharing.h   leases and refreshes with a shared store
+
 #include "server/scheduler.h"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <deque>
+#include <thread>
 #include <utility>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "engine/language_model.h"
 #include "engine/status_macros.h"
 #include "server/log.h"
-#include "server/scheduler_impl.h"
-#include "server/token_logprobs.h"
+#include "server/session_commands.h"
+#include "server/session_manager.h"
+#include "server/turn.h"
+#include "server/turn_runner.h"
 
 namespace linserve {
-namespace {
 
-double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
-double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+class Scheduler::Impl {
+ public:
+  Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
+       const SchedulerOptions& options);
+  // Cancels what still runs, waits for pending checkpoints, stops the thread.
+  ~Impl();
 
-// Names this server in the session leases it holds: host, process and a
-// random part, so a restarted server never mistakes an old lease for its own.
-std::string NewLeaseOwner() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  absl::BitGen bits;
-  return absl::StrCat(host, "/", ::getpid(), "/", absl::Hex(absl::Uniform<uint64_t>(bits)));
-}
+  // Before the thread starts.
+  absl::Status Prepare();
+  void StartThread() {
+    thread_ = std::thread([this] { Run(); });
+  }
 
-}  // namespace
+  // Thread-safe.
+  absl::Status Submit(std::unique_ptr<Turn> turn);
+  // Runs `task` on the engine thread, between iterations.
+  void Post(std::function<void()> task);
+  void RefuseNewWork();
+  void Drain(absl::Time deadline);
+  int InFlight() const;
+
+  SessionCommands& commands() { return commands_; }
+  const LanguageModel& model() const { return *model_; }
+
+  // Facts fixed at start.
+  const std::string fingerprint_;
+  const std::string config_json_;
+  const std::string device_;
+  const int64_t state_bytes_;
+  const std::string attention_kind_;
+
+ private:
+  // The engine loop and its steps.
+  void Run();
+  bool WaitForWork(bool busy);
+  void RunTasks();
+  void DropCancelled();
+  // Moves queued turns into the running set, up to max_batch.
+  void Admit();
+  // Prefills the turns still prefilling within the iteration's token budget.
+  bool Prefill();
+  // One decode step for every turn past its prefill whose reader keeps up.
+  bool Decode();
+  void RenewLeases();
+  void RemoveDone();
+  // Called by the runner when a turn is done: frees its place.
+  void TurnEnded();
+  // linserve_active_requests: the turns admitted and not yet done.
+  void UpdateActiveGauge();
+
+  const std::unique_ptr<LanguageModel> model_;
+  Metrics* const metrics_;
+  const SchedulerOptions options_;
+
+  // Shared with the RPC threads.
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Turn>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued + admitted turns
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Engine thread only.
+  SessionManager sessions_;
+  SessionCommands commands_;
+  TurnRunner runner_;
+  std::vector<std::unique_ptr<Turn>> active_;  // admission order
+
+  std::thread thread_;
+};
 
 Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
                       const SchedulerOptions& options)
@@ -39,14 +107,12 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       state_bytes_(model->StateBytes(0)),
       attention_kind_(AttentionKindName(model->config().attention.kind)),
       model_(std::move(model)),
-      tokenizer_(model_->config()),
-      store_(store),
-      leases_(store->leases()),
-      lease_owner_(NewLeaseOwner()),
       metrics_(metrics),
       options_(options),
-      writer_(store, metrics),
-      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant) {
+      sessions_(*model_, fingerprint_, store, metrics, options,
+                [this](std::function<void()> task) { Post(std::move(task)); }),
+      commands_(*model_, sessions_),
+      runner_(*model_, sessions_, metrics, [this] { TurnEnded(); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
 }
 
@@ -57,14 +123,15 @@ Scheduler::Impl::~Impl() {
     cut_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  writer_.Flush();
+  sessions_.Flush();
   // What the writer answered after the engine thread stopped (no thread
   // but this one is left to touch the pool).
   RunTasks();
 }
 
-void Scheduler::Impl::StartThread() {
-  thread_ = std::thread([this] { Run(); });
+absl::Status Scheduler::Impl::Prepare() {
+  LINSERVE_RETURN_IF_ERROR(runner_.WarmUp(options_.warmup_steps));
+  return sessions_.LoadStore();
 }
 
 absl::Status Scheduler::Impl::Submit(std::unique_ptr<Turn> turn) {
@@ -107,7 +174,7 @@ void Scheduler::Impl::Drain(absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     draining_ = true;
     struct Idle {
-    const int* in_flight;
+      const int* in_flight;
     } state{&in_flight_};
     const absl::Condition drained(+[](Idle* s) { return *s->in_flight == 0; }, &state);
     if (!mu_.AwaitWithDeadline(drained, deadline)) {
@@ -116,7 +183,7 @@ void Scheduler::Impl::Drain(absl::Time deadline) {
       mu_.Await(drained);
     }
   }
-  writer_.Flush();
+  sessions_.Flush();
   // A durable checkpoint reaches its stream through the engine thread: wait
   // until everything the writer posted has run.
   absl::Notification answered;
@@ -134,12 +201,12 @@ void Scheduler::Impl::Run() {
     const bool decoded = Decode();
     RenewLeases();
     RemoveDone();
-    SweepIdleSessions();
+    sessions_.SweepIdle();
     busy = prefilled || decoded;
   }
   // Stopping: whatever still runs is cut; sessions keep their last turn.
   for (auto& turn : active_) {
-    if (!turn->done) FinishTurn(*turn, /*cancelled=*/true);
+    if (!turn->done) runner_.FinishTurn(*turn, /*cancelled=*/true);
   }
   RemoveDone();
   std::deque<std::unique_ptr<Turn>> queued;
@@ -208,7 +275,7 @@ void Scheduler::Impl::DropCancelled() {
   }
   for (auto& turn : gone) turn->sink->Finish(absl::CancelledError("cancelled while queued"));
   for (auto& turn : active_) {
-    if (!turn->done && (cut || turn->cancelled())) FinishTurn(*turn, /*cancelled=*/true);
+    if (!turn->done && (cut || turn->cancelled())) runner_.FinishTurn(*turn, /*cancelled=*/true);
   }
 }
 
@@ -223,76 +290,17 @@ void Scheduler::Impl::Admit() {
       metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
     }
     turn->admitted = absl::Now();
-    metrics_->queue_time_seconds().Observe(Seconds(turn->admitted - turn->arrived));
+    metrics_->queue_time_seconds().Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
     active_.push_back(std::move(turn));
     Turn& admitted = *active_.back();
     if (admitted.cancelled()) {
-      FinishTurn(admitted, /*cancelled=*/true);
+      runner_.FinishTurn(admitted, /*cancelled=*/true);
       continue;
     }
-    absl::Status began = Begin(admitted);
-    if (!began.ok()) FinishWithError(admitted, std::move(began));
+    absl::Status began = runner_.Begin(admitted);
+    if (!began.ok()) runner_.FinishWithError(admitted, std::move(began));
   }
   UpdateActiveGauge();
-}
-
-void Scheduler::Impl::UpdateActiveGauge() {
-  const auto running = std::count_if(active_.begin(), active_.end(),
-                                     [](const std::unique_ptr<Turn>& t) { return !t->done; });
-  metrics_->active_requests().Set(static_cast<double>(running));
-}
-
-absl::Status Scheduler::Impl::Begin(Turn& turn) {
-  SamplingParams& params = turn.call.sampling;
-  SamplerRngState rng{params.seed, 0};
-  if (turn.creates_session()) {
-    LINSERVE_ASSIGN_OR_RETURN(Session * session, AddResident(turn.tenant, model_->NewState()));
-    session->busy = true;
-    turn.session_id = session->id;
-    turn.state = CloneState(*session->state);
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
-    turn.held_back = turn.prefill.back();  // the prompt is not empty here
-    turn.prefill.pop_back();
-    return absl::OkStatus();
-  }
-  if (!turn.call.session_id.empty()) {
-    LINSERVE_ASSIGN_OR_RETURN(
-        Session * session, FindSession(turn.tenant, turn.call.session_id, /*refresh=*/false));
-    if (session->busy) {
-      metrics_->CountRejection("session_busy");
-      return absl::FailedPreconditionError(
-          absl::StrCat("session_id ", session->id,
-                       " is busy with another turn; a session runs one Generate at a time"));
-    }
-    LINSERVE_RETURN_IF_ERROR(TakeLease(turn, *session));
-    LINSERVE_RETURN_IF_ERROR(MakeResident(*session));
-    if (session->pending_token < 0 && session->position > 0 && turn.call.prompt.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt is empty and session_id ", session->id,
-          " has no pending token to continue from; send at least 1 byte"));
-    }
-    session->busy = true;
-    turn.session_id = session->id;
-    turn.state = CloneState(*session->state);
-    if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
-    const bool fresh = session->position == 0 && session->pending_token < 0;
-    const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, fresh);
-    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
-    // Without a seed of its own a turn continues the session's random
-    // stream, so a conversation replays identically after a restart.
-    if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
-  } else {
-    turn.state = model_->NewState();
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
-  }
-  if (!turn.call.seed_given && rng.seed == 0) {
-    rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
-  }
-  params.seed = rng.seed;
-  turn.seed = rng.seed;
-  turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
-  turn.generation->sampler().set_rng_state(rng);
-  return absl::OkStatus();
 }
 
 bool Scheduler::Impl::Prefill() {
@@ -321,43 +329,9 @@ bool Scheduler::Impl::Prefill() {
     }
     budget -= n * static_cast<int64_t>(group.size());
     advanced = true;
-    PrefillGroup(group, n);
+    runner_.PrefillGroup(group, n);
   }
   return advanced;
-}
-
-void Scheduler::Impl::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
-  std::vector<int64_t> tokens;
-  std::vector<const State*> states;
-  for (Turn* turn : group) {
-    const auto first = turn->prefill.begin() + static_cast<std::ptrdiff_t>(turn->prefilled);
-    tokens.insert(tokens.end(), first, first + n);
-    states.push_back(&turn->state);
-  }
-  State batch = group.size() == 1 ? group[0]->state : StackStates(states);
-  absl::StatusOr<torch::Tensor> logits = model_->PrefillBatch(batch, tokens);
-  if (!logits.ok()) {
-    for (Turn* turn : group) FinishWithError(*turn, logits.status());
-    return;
-  }
-  if (group.size() == 1) {
-    group[0]->state = std::move(batch);
-  } else {
-    std::vector<State> rows = SplitState(batch);
-    for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
-  }
-  metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
-  const int64_t vocab = logits->size(1);
-  for (size_t i = 0; i < group.size(); ++i) {
-    Turn& turn = *group[i];
-    turn.prefilled += static_cast<size_t>(n);
-    if (turn.prefilling()) continue;
-    if (turn.creates_session()) {
-      FinishTurn(turn, /*cancelled=*/false);
-    } else {
-      Emit(turn, logits->data_ptr<float>() + i * vocab);
-    }
-  }
 }
 
 bool Scheduler::Impl::Decode() {
@@ -369,187 +343,19 @@ bool Scheduler::Impl::Decode() {
     members.push_back(turn.get());
   }
   if (members.empty()) return false;
-  if (members != batch_members_) {
-    DetachBatch();
-    std::vector<const State*> states;
-    for (Turn* turn : members) states.push_back(&turn->state);
-    batch_ = StackStates(states);
-    for (Turn* turn : members) turn->in_batch = true;
-    batch_members_ = members;
-  }
-  std::vector<int64_t> tokens;
-  for (Turn* turn : members) tokens.push_back(turn->next_token);
-  metrics_->batch_size().Observe(static_cast<double>(members.size()));
-  absl::StatusOr<torch::Tensor> logits = model_->Step(batch_, tokens);
-  if (!logits.ok()) {
-    LogError("decode_step_failed", {{"error", logits.status().ToString()}});
-    for (Turn* turn : members) FinishWithError(*turn, logits.status());
-    return true;
-  }
-  const int64_t vocab = logits->size(1);
-  const float* rows = logits->data_ptr<float>();
-  for (size_t i = 0; i < members.size(); ++i) Emit(*members[i], rows + i * vocab);
+  runner_.DecodeStep(members);
   return true;
 }
 
-void Scheduler::Impl::Emit(Turn& turn, const float* logits) {
-  const absl::Span<const float> row(logits, tokenizer_.vocab_size());
-  const Generation::Step step = turn.generation->Next(row);
+void Scheduler::Impl::RenewLeases() {
   const absl::Time now = absl::Now();
-  if (turn.first_token == absl::InfinitePast()) {
-    turn.first_token = now;
-    metrics_->time_to_first_token_seconds().Observe(Seconds(now - turn.arrived));
+  for (auto& turn : active_) {
+    if (turn->done) continue;
+    absl::Status renewed = sessions_.sharing().RenewIfDue(turn->lease, now);
+    // Lost: another server may be advancing the session now; this turn's
+    // checkpoint would be fenced off anyway, so stop spending on it.
+    if (!renewed.ok()) runner_.FinishWithError(*turn, renewed);
   }
-  turn.last_token = now;
-  metrics_->generated_tokens_total().Increment();
-  TurnPiece piece;
-  piece.text = step.text;
-  if (turn.call.logprobs) {
-    piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
-  }
-  if (!piece.text.empty() || !piece.tokens.empty()) turn.sink->Send(std::move(piece));
-  if (step.finish != FinishReason::kNone) {
-    FinishTurn(turn, /*cancelled=*/false);
-  } else {
-    turn.next_token = step.token;
-  }
-}
-
-void Scheduler::Impl::DetachBatch() {
-  if (batch_members_.empty()) return;
-  std::vector<State> rows = SplitState(batch_);
-  for (size_t i = 0; i < batch_members_.size(); ++i) {
-    batch_members_[i]->state = std::move(rows[i]);
-    batch_members_[i]->in_batch = false;
-  }
-  batch_members_.clear();
-  batch_ = State{};
-}
-
-void Scheduler::Impl::FinishWithError(Turn& turn, absl::Status error) {
-  if (turn.in_batch) DetachBatch();
-  turn.done = true;
-  ReleaseLease(turn);
-  // Before the stream hears the end, so that a client that reads the
-  // gauge next finds its request gone.
-  UpdateActiveGauge();
-  if (!turn.session_id.empty()) {
-    absl::StatusOr<Session*> session = pool_.Find(turn.tenant, turn.session_id);
-    if (session.ok() && (*session)->busy) {
-      (*session)->busy = false;
-      // A session that a failed CreateSession prefill was making never existed.
-      if (turn.creates_session()) pool_.Remove(turn.session_id);
-    }
-    UpdateSessionGauges();
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    --in_flight_;
-  }
-  if (turn.sink) turn.sink->Finish(std::move(error));
-  if (turn.on_created) turn.on_created(std::move(error));
-}
-
-void Scheduler::Impl::FinishTurn(Turn& turn, bool cancelled) {
-  if (turn.in_batch) DetachBatch();
-  turn.done = true;
-  // Before the stream hears the end, so that a client that reads the
-  // gauge next finds its request gone.
-  UpdateActiveGauge();
-  const absl::Time now = absl::Now();
-  TurnSummary summary;
-  summary.cancelled = cancelled;
-  summary.reason = turn.generation ? turn.generation->finish_reason() : FinishReason::kNone;
-  summary.prompt_tokens = static_cast<int32_t>(turn.prefilled);
-  summary.generated_tokens = turn.generation ? turn.generation->generated_tokens() : 0;
-  summary.queue_ms = Millis(turn.admitted - turn.arrived);
-  const bool sampled = turn.first_token != absl::InfinitePast();
-  summary.prefill_ms = Millis((sampled ? turn.first_token : now) - turn.admitted);
-  summary.decode_ms = sampled ? Millis(turn.last_token - turn.first_token) : 0;
-  summary.seed = turn.seed;
-  metrics_->request_duration_seconds().Observe(Seconds(now - turn.arrived));
-  if (summary.generated_tokens > 1) {
-    metrics_->time_per_output_token_seconds().Observe(
-        Seconds(turn.last_token - turn.first_token) / (summary.generated_tokens - 1));
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    --in_flight_;
-  }
-
-  Session* session = nullptr;
-  if (!turn.session_id.empty()) {
-    absl::StatusOr<Session*> found = pool_.Find(turn.tenant, turn.session_id);
-    if (found.ok()) session = *found;
-  }
-  if (session == nullptr) {
-    if (turn.sink) turn.sink->Finish(summary);
-    return;
-  }
-  if (cancelled) {
-    ReleaseLease(turn);
-    session->busy = false;
-    // The session keeps its last finished turn; a session whose creating
-    // prefill was cut never existed.
-    if (turn.creates_session()) pool_.Remove(session->id);
-    UpdateSessionGauges();
-    if (turn.sink) turn.sink->Finish(summary);
-    if (turn.on_created) turn.on_created(absl::CancelledError("CreateSession was cancelled"));
-    return;
-  }
-  // The session takes the turn's state only once that is durable. Until then
-  // it stays busy and as it was, so a failed save leaves it exactly at its
-  // last finished turn, in memory and in the store, and usable again. The
-  // stream hears that the turn finished only once it is durable, after the
-  // session moved on (so that its next turn finds it free).
-  auto next = std::make_shared<Session>();
-  next->tenant = session->tenant;
-  next->id = session->id;
-  next->created_unix_ms = session->created_unix_ms;
-  next->position = turn.state.positions[0];
-  next->pending_token = turn.creates_session() ? turn.held_back
-                        : summary.generated_tokens > 0 ? turn.generation->history().back()
-                                                       : -1;
-  next->rng = turn.generation ? turn.generation->sampler().rng_state() : session->rng;
-  next->last_used_unix_ms = NowUnixMs();
-  next->state = std::make_unique<State>(std::move(turn.state));
-  summary.position = next->position;
-  // The lease goes before the stream hears anything, so that the session's
-  // next turn may go to any server.
-  Checkpoint(*session, RecordOf(*next), turn.leased,
-             [this, next, sink = turn.sink, on_created = turn.on_created, summary,
-              leased = turn.leased, lease_key = turn.lease_key](absl::Status written) {
-               if (leased) leases_->ReleaseLease(lease_key, lease_owner_).IgnoreError();
-               Post([this, next, sink, on_created, summary, written] {
-                 Session* session = pool_.FindById(next->id);  // busy: still there
-                 if (session != nullptr) {
-                   session->busy = false;
-                   if (written.ok()) {
-                     session->state = std::move(next->state);
-                     session->position = next->position;
-                     session->pending_token = next->pending_token;
-                     session->rng = next->rng;
-                     session->last_used_unix_ms = next->last_used_unix_ms;
-                     pool_.Touch(session);
-                   } else if (on_created) {
-                     pool_.Remove(next->id);  // a session never saved never existed
-                   }
-                   UpdateSessionGauges();
-                 }
-                 if (!written.ok()) {
-                   const absl::Status error = SaveError(
-                       on_created ? "saving the new session (so it was not created)"
-                                  : "saving the session after the turn (so the turn was undone: "
-                                    "the session stays at its last finished turn)",
-                       written);
-                   if (sink) sink->Finish(error);
-                   if (on_created) on_created(error);
-                   return;
-                 }
-                 if (sink) sink->Finish(summary);
-                 if (on_created && session != nullptr) on_created(InfoOf(*session));
-               });
-             });
 }
 
 void Scheduler::Impl::RemoveDone() {
@@ -559,25 +365,99 @@ void Scheduler::Impl::RemoveDone() {
   UpdateActiveGauge();
 }
 
-void Scheduler::Impl::SweepIdleSessions() {
-  const absl::Time now = absl::Now();
-  if (options_.session_ttl <= absl::ZeroDuration() || now - last_sweep_ < absl::Seconds(1)) return;
-  last_sweep_ = now;
-  const int64_t cutoff = NowUnixMs() - absl::ToInt64Milliseconds(options_.session_ttl);
-  const std::vector<std::string> expired = pool_.IdleSince(cutoff);
-  if (expired.empty()) return;
-  for (const std::string& id : expired) {
-    // A shared store expires entries itself (the same TTL from the last
-    // write, by any server); this server's copy may just be the idle one.
-    if (shared_store()) {
-      pool_.Remove(id);
-    } else {
-      Forget(id, nullptr);
-    }
-  }
-  if (shared_store()) UpdateSessionGauges();
-  LogInfo("sessions_expired", {{"count", expired.size()},
-                               {"idle_ttl_s", absl::ToInt64Seconds(options_.session_ttl)}});
+void Scheduler::Impl::TurnEnded() {
+  // Before the stream hears the end, so that a client that reads the gauge
+  // next finds its request gone.
+  UpdateActiveGauge();
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
 }
+
+void Scheduler::Impl::UpdateActiveGauge() {
+  const auto running = std::count_if(active_.begin(), active_.end(),
+                                     [](const std::unique_ptr<Turn>& t) { return !t->done; });
+  metrics_->active_requests().Set(static_cast<double>(running));
+}
+
+// The public face: post to the engine thread.
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(std::unique_ptr<LanguageModel> model,
+                                                            StateStore* store, Metrics* metrics,
+                                                            const SchedulerOptions& options) {
+  auto impl = std::make_unique<Impl>(std::move(model), store, metrics, options);
+  LINSERVE_RETURN_IF_ERROR(impl->Prepare());
+  impl->StartThread();
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
+                                       std::shared_ptr<TurnSink> sink) {
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call = std::move(call);
+  turn->sink = std::move(sink);
+  return impl_->Submit(std::move(turn));
+}
+
+void Scheduler::CreateSession(std::string tenant, std::string prompt, Done<SessionInfo> done) {
+  if (prompt.empty()) {
+    impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
+      impl->commands().CreateEmpty(tenant, done);
+    });
+    return;
+  }
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call.prompt = std::move(prompt);
+  turn->on_created = done;
+  absl::Status queued = impl_->Submit(std::move(turn));
+  if (!queued.ok()) done(queued);
+}
+
+void Scheduler::GetSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Get(tenant, id, done); });
+}
+
+void Scheduler::ListSessions(std::string tenant, int32_t page_size, std::string page_token,
+                             Done<SessionPage> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), page_size,
+               page_token = std::move(page_token), done = std::move(done)] {
+    impl->commands().List(tenant, page_size, page_token, done);
+  });
+}
+
+void Scheduler::DeleteSession(std::string tenant, std::string id, Done<bool> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Delete(tenant, id, done); });
+}
+
+void Scheduler::ForkSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Fork(tenant, id, done); });
+}
+
+void Scheduler::ExportSession(std::string tenant, std::string id, Done<std::string> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Export(tenant, id, done); });
+}
+
+void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), record = std::move(record),
+               done = std::move(done)] { impl->commands().Import(tenant, record, done); });
+}
+
+void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }
+void Scheduler::Drain(absl::Time deadline) { impl_->Drain(deadline); }
+int Scheduler::InFlight() const { return impl_->InFlight(); }
+const std::string& Scheduler::fingerprint() const { return impl_->fingerprint_; }
+const std::string& Scheduler::config_json() const { return impl_->config_json_; }
+const std::string& Scheduler::device() const { return impl_->device_; }
+int64_t Scheduler::state_bytes_per_session() const { return impl_->state_bytes_; }
+int64_t Scheduler::vocab_size() const { return impl_->model().config().vocab_size; }
+const std::string& Scheduler::attention_kind() const { return impl_->attention_kind_; }
 
 }  // namespace linserve

@@ -1,0 +1,72 @@
+#ifndef LINSERVE_SERVER_TURN_RUNNER_H_
+#define LINSERVE_SERVER_TURN_RUNNER_H_
+
+// Runs admitted turns on the model: starts each from its session (or a new
+// state), prefills groups of turns, runs batched decode steps, samples and
+// hands the pieces to the streams, and finishes turns, checkpointing their
+// sessions before their streams hear the end. Which turns run in each step
+// is the scheduler's choice (server/scheduler.cc). Engine thread only.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "engine/language_model.h"
+#include "engine/state.h"
+#include "engine/tokenizer.h"
+#include "server/metrics.h"
+#include "server/session_manager.h"
+#include "server/turn.h"
+
+namespace linserve {
+
+class TurnRunner {
+ public:
+  // `turn_ended` runs once per turn, when it is done and before its stream
+  // or CreateSession hears the end (the scheduler frees its place there).
+  TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
+             std::function<void()> turn_ended);
+
+  // Sets up an admitted turn: its session (made, or found and leased), its
+  // state, the tokens to prefill, its sampler and seed.
+  absl::Status Begin(Turn& turn);
+  // Prefills the next `n` tokens of every turn of `group` (all at the same
+  // position) in one batched call; a turn whose prompt is done samples its
+  // first token (or, creating a session, finishes).
+  void PrefillGroup(const std::vector<Turn*>& group, int64_t n);
+  // One batched decode step for `members` (turns past their prefill), each
+  // sampling its next token. The batch's stacked state is kept while the
+  // members stay the same.
+  void DecodeStep(const std::vector<Turn*>& members);
+
+  void FinishWithError(Turn& turn, absl::Status error);
+  // A turn that ended (or was cut, `cancelled`): a session's turn is
+  // checkpointed first, and its stream hears the end once that is durable.
+  void FinishTurn(Turn& turn, bool cancelled);
+
+  // A prefill and `steps` decode steps at batch 1 and 8, results dropped, so
+  // the first requests do not pay for LibTorch's lazy initialisation.
+  absl::Status WarmUp(int32_t steps);
+
+ private:
+  // Samples `turn`'s next token from its logits row and streams the text.
+  void Emit(Turn& turn, const float* logits);
+  // Gives every member of the decode batch its own state back.
+  void DetachBatch();
+
+  LanguageModel& model_;
+  const Tokenizer tokenizer_;
+  SessionManager& sessions_;
+  Metrics* const metrics_;
+  const std::function<void()> turn_ended_;
+
+  std::vector<Turn*> batch_members_;  // the rows of batch_, in order
+  State batch_;
+  absl::BitGen bitgen_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_TURN_RUNNER_H_
