@@ -175,7 +175,7 @@ double EngineTokensPerSecond(const std::string& model_dir, int64_t batch, int st
     std::exit(1);
   }
   State one = (*model)->NewState();
-  (void)(*model)->Prefill(one, Tokenizer((*model)->config()).Encode(Text(16), true));
+  (void)(*model)->Prefill(one, Tokenizer((*model)->config()).Encode(Text(16), /*starts_text=*/true));
   std::vector<const State*> copies(static_cast<size_t>(batch), &one);
   State state = StackStates(copies);
   const std::vector<int64_t> tokens(static_cast<size_t>(batch), 'e');

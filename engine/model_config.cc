@@ -194,7 +194,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& j) {
   if (auto it = j.find("tokenizer"); it != j.end()) {
     const json& t = *it;
     if (!t.is_object()) return absl::InvalidArgumentError("config: 'tokenizer' must be an object");
-    LINSERVE_RETURN_IF_ERROR(RejectUnknownKeys(t, {"type", "bos_id", "eos_id"}, "tokenizer."));
+    LINSERVE_RETURN_IF_ERROR(RejectUnknownKeys(t, {"type", "bos_id", "eos_id", "add_bos"}, "tokenizer."));
     std::string type = "byte";
     LINSERVE_RETURN_IF_ERROR(ReadOptional(t, "type", "tokenizer.", &type));
     if (type != "byte") {
@@ -203,6 +203,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& j) {
     }
     LINSERVE_RETURN_IF_ERROR(ReadOptional(t, "bos_id", "tokenizer.", &c.bos_id));
     LINSERVE_RETURN_IF_ERROR(ReadOptional(t, "eos_id", "tokenizer.", &c.eos_id));
+    LINSERVE_RETURN_IF_ERROR(ReadOptional(t, "add_bos", "tokenizer.", &c.add_bos));
   }
   if (auto it = j.find("training"); it != j.end()) {
     if (!it->is_object()) return absl::InvalidArgumentError("config: 'training' must be an object");
@@ -235,7 +236,11 @@ json ModelConfigToJson(const ModelConfig& c) {
               {"mlp_hidden", c.mlp_hidden},
               {"norm_eps", c.norm_eps},
               {"attention", attention},
-              {"tokenizer", {{"type", "byte"}, {"bos_id", c.bos_id}, {"eos_id", c.eos_id}}},
+              {"tokenizer",
+               {{"type", "byte"},
+                {"bos_id", c.bos_id},
+                {"eos_id", c.eos_id},
+                {"add_bos", c.add_bos}}},
               {"training", c.training}};
 }
 

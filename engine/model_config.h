@@ -57,6 +57,10 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   int64_t bos_id = 256;
   int64_t eos_id = 257;
+  // Whether a text starts with BOS: true only for a model trained that way.
+  // The server, trainer and evaluator all obey it, so a conversation is
+  // served exactly as the model was trained and scored.
+  bool add_bos = false;
   AttentionConfig attention;
   // Free-form training provenance (corpus hash, steps, seed, losses); kept
   // verbatim so a save/load round trip does not lose it.

@@ -75,13 +75,23 @@ State StackStates(const std::vector<const State*>& states) {
   return out;
 }
 
-std::vector<State> SplitState(const State& batch) {
+std::vector<State> SplitState(const State& batch, const AttentionKernel& kernel) {
+  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+  std::vector<bool> grows;
+  for (const StateTensorSpec& spec : specs) {
+    grows.push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
+  }
   std::vector<State> out(batch.positions.size());
   for (size_t b = 0; b < out.size(); ++b) {
-    out[b].positions = {batch.positions[b]};
+    const int64_t position = batch.positions[b];
+    out[b].positions = {position};
     for (const LayerState& layer : batch.layers) {
       LayerState piece;
-      for (const torch::Tensor& t : layer) piece.push_back(t.narrow(0, b, 1).clone());
+      for (size_t i = 0; i < layer.size(); ++i) {
+        torch::Tensor row = layer[i].narrow(0, b, 1);
+        if (grows[i]) row = row.narrow(kGrowDim, 0, position);
+        piece.push_back(row.clone());
+      }
       out[b].layers.push_back(std::move(piece));
     }
   }

@@ -28,9 +28,11 @@ int64_t StateBytes(const AttentionKernel& kernel, int64_t n_layers, int64_t posi
 // are zero-padded to the longest. All states must share a kind and device.
 State StackStates(const std::vector<const State*>& states);
 
-// Splits a batch into single-session states (caches trimmed to the position).
+// Splits a batch into single-session states. A growing cache (a dimension
+// the kernel's StateSpec marks -1) is trimmed to the session's position, so
+// a piece holds no padding of the batch nor spare capacity of decode steps.
 // The pieces own their memory: advancing one never touches another.
-std::vector<State> SplitState(const State& batch);
+std::vector<State> SplitState(const State& batch, const AttentionKernel& kernel);
 
 // A deep copy (what ForkSession needs).
 State CloneState(const State& state);

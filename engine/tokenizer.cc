@@ -3,9 +3,13 @@
 namespace linserve {
 
 Tokenizer::Tokenizer(const ModelConfig& config)
-    : bos_id_(config.bos_id), eos_id_(config.eos_id), vocab_size_(config.vocab_size) {}
+    : bos_id_(config.bos_id),
+      add_bos_(config.add_bos),
+      eos_id_(config.eos_id),
+      vocab_size_(config.vocab_size) {}
 
-std::vector<int64_t> Tokenizer::Encode(std::string_view text, bool add_bos) const {
+std::vector<int64_t> Tokenizer::Encode(std::string_view text, bool starts_text) const {
+  const bool add_bos = starts_text && add_bos_;
   std::vector<int64_t> ids;
   ids.reserve(text.size() + (add_bos ? 1 : 0));
   if (add_bos) ids.push_back(bos_id_);

@@ -21,8 +21,10 @@ class Tokenizer {
   // `config` must have passed ModelConfig::Validate (bos/eos in [256, vocab)).
   explicit Tokenizer(const ModelConfig& config);
 
-  // One id per byte of `text`, after BOS when `add_bos`.
-  std::vector<int64_t> Encode(std::string_view text, bool add_bos) const;
+  // One id per byte of `text`. When `starts_text` (a new conversation or a
+  // stateless request: the state is the zero state) BOS comes first if the
+  // model takes one (ModelConfig::add_bos).
+  std::vector<int64_t> Encode(std::string_view text, bool starts_text) const;
 
   // The byte of a byte token; empty for special and out-of-range ids.
   std::string TokenBytes(int64_t token) const;
@@ -36,11 +38,13 @@ class Tokenizer {
   bool IsSpecial(int64_t token) const;
 
   int64_t bos_id() const { return bos_id_; }
+  bool add_bos() const { return add_bos_; }
   int64_t eos_id() const { return eos_id_; }
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
   int64_t bos_id_;
+  bool add_bos_;
   int64_t eos_id_;
   int64_t vocab_size_;
 };

@@ -61,6 +61,10 @@ ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
           "past it is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, session_ttl_seconds, 86400, "Idle sessions are deleted after this; 0 is never");
 ABSL_FLAG(int32_t, max_prompt_bytes, 16384, "Bytes (= tokens) of one prompt");
+ABSL_FLAG(int64_t, max_context_tokens, 8192,
+          "Tokens one session's KV cache may hold, for the softmax baseline only (its state "
+          "grows 8 KiB a token at the default shape); 0 is no limit. Constant-state kinds have "
+          "none");
 ABSL_FLAG(int32_t, max_new_tokens_cap, 4096, "Upper bound of a request's max_new_tokens");
 ABSL_FLAG(int32_t, default_max_new_tokens, 256, "max_new_tokens of a request that sets 0");
 ABSL_FLAG(int32_t, max_stop_sequences, 8, "Stop sequences per request");
@@ -152,6 +156,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
   s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
   s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  s.max_context_tokens = absl::GetFlag(FLAGS_max_context_tokens);
   RequestLimits& l = o.limits;
   l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
@@ -180,10 +185,12 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
   }
   if (s.max_queued_requests < 0 || l.sampling.max_stop_sequences < 0 || l.max_top_logprobs < 0 ||
-      absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0) {
+      absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0 ||
+      s.max_context_tokens < 0) {
     return absl::InvalidArgumentError(
         "--max_queued_requests, --max_stop_sequences, --max_top_logprobs, "
-        "--session_ttl_seconds and --max_sessions_per_tenant must not be negative");
+        "--session_ttl_seconds, --max_sessions_per_tenant and --max_context_tokens must not be "
+        "negative");
   }
   if (l.default_max_new_tokens > l.sampling.max_new_tokens_cap) {
     return absl::InvalidArgumentError("--default_max_new_tokens exceeds --max_new_tokens_cap");

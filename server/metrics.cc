@@ -81,9 +81,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Add({});
   state_bytes_ = &BuildGauge()
                       .Name("linserve_state_bytes_per_session")
-                      .Help("Bytes of one session's recurrent state (at position 0 for softmax)")
+                      .Help("Bytes of one session's recurrent state; for the softmax "
+                            "baseline, whose cache grows, the mean over sessions in memory")
                       .Register(r)
                       .Add({});
+  resident_state_bytes_ = &BuildGauge()
+                               .Name("linserve_resident_state_bytes")
+                               .Help("Bytes of the session states held in memory")
+                               .Register(r)
+                               .Add({});
   auto& sessions = BuildGauge()
                        .Name("linserve_sessions")
                        .Help("Sessions by where their state is: device, host or store")

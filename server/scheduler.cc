@@ -112,7 +112,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       sessions_(*model_, fingerprint_, store, metrics, options,
                 [this](std::function<void()> task) { Post(std::move(task)); }),
       commands_(*model_, sessions_),
-      runner_(*model_, sessions_, metrics, [this] { TurnEnded(); }) {
+      runner_(*model_, sessions_, metrics, options.max_context_tokens, [this] { TurnEnded(); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
 }
 
@@ -298,7 +298,13 @@ void Scheduler::Impl::Admit() {
       continue;
     }
     absl::Status began = runner_.Begin(admitted);
-    if (!began.ok()) runner_.FinishWithError(admitted, std::move(began));
+    if (!began.ok()) {
+      runner_.FinishWithError(admitted, std::move(began));
+    } else if (admitted.creates_session() && !admitted.prefilling()) {
+      // A one-token prompt (and no BOS): its token is held back for the
+      // first turn, so there is nothing to prefill.
+      runner_.FinishTurn(admitted, /*cancelled=*/false);
+    }
   }
   UpdateActiveGauge();
 }

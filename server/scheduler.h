@@ -24,6 +24,10 @@ struct SchedulerOptions {
   int32_t max_queued_requests = 256;    // turns waiting beyond those; then RESOURCE_EXHAUSTED
   int32_t prefill_token_budget = 512;   // prompt tokens prefilled per engine iteration
   int32_t stream_buffer_messages = 32;  // unread messages before a stream's session pauses
+  // Tokens one session's state may hold, for kinds whose state grows with
+  // them (the softmax baseline's KV cache: 8 KiB a token at the default
+  // model's shape); 0: no limit. Constant-state kinds have none.
+  int64_t max_context_tokens = 8192;
   int64_t max_sessions = 10000;
   int64_t max_sessions_in_memory = 1024;
   int64_t max_sessions_per_tenant = 1000;  // per authenticated tenant; 0: no quota

@@ -264,7 +264,20 @@ void SessionManager::SweepIdle() {
 }
 
 void SessionManager::UpdateGauges() {
-  const int64_t resident = pool_.in_memory();
+  const std::vector<int64_t> positions = pool_.ResidentPositions();
+  const int64_t resident = static_cast<int64_t>(positions.size());
+  // Real bytes: a constant-state kind's are the same at every position; the
+  // softmax baseline's cache grows with each session's.
+  int64_t bytes = 0;
+  if (model_.kernel().GrowsWithPosition()) {
+    for (int64_t position : positions) bytes += model_.StateBytes(position);
+    metrics_->state_bytes_per_session().Set(
+        resident > 0 ? static_cast<double>(bytes) / static_cast<double>(resident)
+                     : static_cast<double>(model_.StateBytes(0)));
+  } else {
+    bytes = resident * model_.StateBytes(0);
+  }
+  metrics_->resident_state_bytes().Set(static_cast<double>(bytes));
   metrics_->sessions_on_device().Set(static_cast<double>(resident));
   metrics_->sessions_in_host().Set(0);
   metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));

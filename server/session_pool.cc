@@ -89,6 +89,14 @@ int64_t SessionPool::in_memory() const {
   return n;
 }
 
+std::vector<int64_t> SessionPool::ResidentPositions() const {
+  std::vector<int64_t> positions;
+  for (const auto& [id, s] : sessions_) {
+    if (s->state != nullptr) positions.push_back(s->position);
+  }
+  return positions;
+}
+
 absl::Status SessionPool::MakeRoom(const Session* keep) {
   if (in_memory() < max_in_memory_) return absl::OkStatus();
   Session* victim = nullptr;

@@ -78,6 +78,8 @@ class SessionPool {
 
   int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
   int64_t in_memory() const;
+  // The positions of the sessions whose state is in memory.
+  std::vector<int64_t> ResidentPositions() const;
   int64_t max_sessions() const { return max_sessions_; }
   int64_t CountOf(const std::string& tenant) const;
 

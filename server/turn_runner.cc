@@ -1,5 +1,6 @@
 #include "server/turn_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,12 +20,32 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 }  // namespace
 
 TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
-                       std::function<void()> turn_ended)
+                       int64_t max_context_tokens, std::function<void()> turn_ended)
     : model_(model),
       tokenizer_(model.config()),
       sessions_(sessions),
       metrics_(metrics),
+      max_context_tokens_(model.kernel().GrowsWithPosition() ? max_context_tokens : 0),
       turn_ended_(std::move(turn_ended)) {}
+
+absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
+  if (max_context_tokens_ <= 0) return absl::OkStatus();
+  const int64_t after_prompt = position + prompt_tokens;
+  if (after_prompt > max_context_tokens_) {
+    metrics_->CountRejection("context_full");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt takes the state to ", after_prompt, " tokens (", prompt_tokens,
+        " new at position ", position, "); this model's KV cache holds at most "
+        "max_context_tokens = ", max_context_tokens_, " tokens"));
+  }
+  // The last sampled token is only fed by the next turn: a turn may sample
+  // one more token than the cache has room left for. Reaching the bound
+  // ends the turn with FINISH_REASON_LENGTH.
+  int32_t& max_new_tokens = turn.call.sampling.max_new_tokens;
+  max_new_tokens = static_cast<int32_t>(
+      std::min<int64_t>(max_new_tokens, max_context_tokens_ - after_prompt + 1));
+  return absl::OkStatus();
+}
 
 absl::Status TurnRunner::Begin(Turn& turn) {
   SamplingParams& params = turn.call.sampling;
@@ -35,10 +56,11 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     session->busy = true;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
     turn.held_back = turn.prefill.back();  // the prompt is not empty here
     turn.prefill.pop_back();
-    return absl::OkStatus();
+    // The held-back token counts: the first turn feeds it.
+    return FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size()) + 1);
   }
   if (!turn.call.session_id.empty()) {
     LINSERVE_ASSIGN_OR_RETURN(
@@ -51,24 +73,29 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     }
     LINSERVE_RETURN_IF_ERROR(sessions_.TakeLease(turn.lease, *session));
     LINSERVE_RETURN_IF_ERROR(sessions_.MakeResident(*session));
-    if (session->pending_token < 0 && session->position > 0 && turn.call.prompt.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt is empty and session_id ", session->id,
-          " has no pending token to continue from; send at least 1 byte"));
-    }
-    session->busy = true;
-    turn.session_id = session->id;
-    turn.state = CloneState(*session->state);
     if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
     const bool fresh = session->position == 0 && session->pending_token < 0;
     const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, fresh);
     turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+    // Nothing to feed: a new session of a model that takes no BOS, or one
+    // whose last turn sampled nothing.
+    if (turn.prefill.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt is empty and session_id ", session->id,
+          " has no pending token to continue from; send at least 1 byte"));
+    }
+    LINSERVE_RETURN_IF_ERROR(
+        FitContext(turn, session->position, static_cast<int64_t>(turn.prefill.size())));
+    session->busy = true;
+    turn.session_id = session->id;
+    turn.state = CloneState(*session->state);
     // Without a seed of its own a turn continues the session's random
     // stream, so a conversation replays identically after a restart.
     if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
   } else {
     turn.state = model_.NewState();
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*add_bos=*/true);
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
+    LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
   }
   if (!turn.call.seed_given && rng.seed == 0) {
     rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
@@ -97,7 +124,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
   if (group.size() == 1) {
     group[0]->state = std::move(batch);
   } else {
-    std::vector<State> rows = SplitState(batch);
+    std::vector<State> rows = SplitState(batch, model_.kernel());
     for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
   }
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
@@ -162,7 +189,7 @@ void TurnRunner::Emit(Turn& turn, const float* logits) {
 
 void TurnRunner::DetachBatch() {
   if (batch_members_.empty()) return;
-  std::vector<State> rows = SplitState(batch_);
+  std::vector<State> rows = SplitState(batch_, model_.kernel());
   for (size_t i = 0; i < batch_members_.size(); ++i) {
     batch_members_[i]->state = std::move(rows[i]);
     batch_members_[i]->in_batch = false;
@@ -288,7 +315,7 @@ absl::Status TurnRunner::WarmUp(int32_t steps) {
   const absl::Time start = absl::Now();
   State one = model_.NewState();
   LINSERVE_RETURN_IF_ERROR(
-      model_.Prefill(one, tokenizer_.Encode(std::string(128, 'a'), /*add_bos=*/true)).status());
+      model_.Prefill(one, tokenizer_.Encode(std::string(128, 'a'), /*starts_text=*/true)).status());
   std::vector<const State*> copies(8, &one);
   State eight = StackStates(copies);
   for (int32_t i = 0; i < steps; ++i) {

@@ -26,8 +26,10 @@ class TurnRunner {
  public:
   // `turn_ended` runs once per turn, when it is done and before its stream
   // or CreateSession hears the end (the scheduler frees its place there).
+  // `max_context_tokens` bounds a growing state (0: no bound; see
+  // SchedulerOptions).
   TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
-             std::function<void()> turn_ended);
+             int64_t max_context_tokens, std::function<void()> turn_ended);
 
   // Sets up an admitted turn: its session (made, or found and leased), its
   // state, the tokens to prefill, its sampler and seed.
@@ -55,11 +57,16 @@ class TurnRunner {
   void Emit(Turn& turn, const float* logits);
   // Gives every member of the decode batch its own state back.
   void DetachBatch();
+  // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
+  // state at `position` past max_context_tokens, else caps the turn's
+  // max_new_tokens so that its state stays within it.
+  absl::Status FitContext(Turn& turn, int64_t position, int64_t prompt_tokens);
 
   LanguageModel& model_;
   const Tokenizer tokenizer_;
   SessionManager& sessions_;
   Metrics* const metrics_;
+  const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
   const std::function<void()> turn_ended_;
 
   std::vector<Turn*> batch_members_;  // the rows of batch_, in order

@@ -111,7 +111,7 @@ TEST_P(AttentionFormsTest, BatchedStepAtDifferentPositionsEqualsEachAlone) {
     }
   }
   // Split gives back states that continue exactly like the ones stepped alone.
-  std::vector<State> split = SplitState(batch);
+  std::vector<State> split = SplitState(batch, model_->kernel());
   torch::Tensor token = torch::tensor({65}, torch::kInt64);
   for (size_t b = 0; b < lengths.size(); ++b) {
     EXPECT_EQ(split[b].positions[0], alone[b].positions[0]);

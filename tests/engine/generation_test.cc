@@ -51,7 +51,7 @@ Streamed Drive(Generation& generation, const std::vector<int64_t>& forced) {
 }
 
 std::vector<int64_t> Bytes(const std::string& text) {
-  return Tokenizer(kConfig).Encode(text, /*add_bos=*/false);
+  return Tokenizer(kConfig).Encode(text, /*starts_text=*/false);
 }
 
 TEST(GenerationTest, StopsAtMaxNewTokens) {

@@ -124,7 +124,7 @@ TEST_F(LanguageModelFilesTest, FingerprintFollowsConfigAndWeights) {
 TEST(GenerateTest, GreedyFollowsTheReferenceForm) {
   for (const char* kind : {"linear_elu", "vq", "compressed", "softmax"}) {
     auto model = LanguageModel::Create(ConfigNamed(kind), 11, torch::kCPU);
-    const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("To be, or", true);
+    const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("To be, or", /*starts_text=*/true);
     SamplingParams params;
     params.temperature = 0.0f;
     params.max_new_tokens = 12;
@@ -152,7 +152,7 @@ TEST(GenerateTest, GreedyFollowsTheReferenceForm) {
 
 TEST(GenerateTest, SameSeedSameTextAndStopsEndTheTurn) {
   auto model = LanguageModel::Create(ConfigNamed("linear_cosine"), 12, torch::kCPU);
-  const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("Hello", true);
+  const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("Hello", /*starts_text=*/true);
   SamplingParams params;
   params.seed = 99;
   params.top_k = 20;
@@ -216,7 +216,7 @@ TEST_P(PrefillBatchTest, EqualsEachSessionPrefilledAlone) {
   auto logits = model->PrefillBatch(batch, tokens);
   ASSERT_TRUE(logits.ok()) << logits.status();
   ASSERT_EQ(logits->size(0), 2);
-  std::vector<State> split = SplitState(batch);
+  std::vector<State> split = SplitState(batch, model->kernel());
   for (int i = 0; i < 2; ++i) {
     torch::Tensor want = torch::tensor(expected[i]);
     EXPECT_TRUE(torch::allclose((*logits)[i], want, 1e-4, 1e-5)) << "row " << i;

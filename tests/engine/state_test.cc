@@ -104,11 +104,27 @@ TEST_P(StateTest, StackThenSplitGivesBackEachState) {
   State a = Prefilled(3), b = Prefilled(17), c = model_->NewState();
   State batch = StackStates({&a, &b, &c});
   EXPECT_EQ(batch.positions, (std::vector<int64_t>{3, 17, 0}));
-  std::vector<State> split = SplitState(batch);
+  std::vector<State> split = SplitState(batch, model_->kernel());
   ASSERT_EQ(split.size(), 3u);
   EXPECT_EQ(model_->SerializeState(split[0]), model_->SerializeState(a));
   EXPECT_EQ(model_->SerializeState(split[1]), model_->SerializeState(b));
   EXPECT_EQ(model_->SerializeState(split[2]), model_->SerializeState(c));
+}
+
+// Decode steps give the softmax baseline's cache spare capacity, and a batch
+// pads every cache to the longest; a split session keeps neither: its
+// tensors hold exactly the bytes StateBytes reports for its position.
+TEST_P(StateTest, SplitTrimsGrowingCachesToThePosition) {
+  State a = Prefilled(3), b = Prefilled(17);
+  State batch = StackStates({&a, &b});
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(model_->Step(batch, {1, 2}).ok());
+  for (const State& piece : SplitState(batch, model_->kernel())) {
+    int64_t bytes = 0;
+    for (const LayerState& layer : piece.layers) {
+      for (const torch::Tensor& t : layer) bytes += t.numel() * t.element_size();
+    }
+    EXPECT_EQ(bytes, model_->StateBytes(piece.positions[0])) << "at " << piece.positions[0];
+  }
 }
 
 TEST_P(StateTest, CloneIsIndependent) {

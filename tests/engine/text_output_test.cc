@@ -36,7 +36,7 @@ Streamed Stream(const std::vector<std::string>& stops, const std::vector<int64_t
 }
 
 std::vector<int64_t> Tokens(const std::string& text) {
-  return Tokenizer{ModelConfig()}.Encode(text, /*add_bos=*/false);
+  return Tokenizer{ModelConfig()}.Encode(text, /*starts_text=*/false);
 }
 
 TEST(TextOutputTest, StreamsCompleteCharactersAndCutsAtStops) {

@@ -12,7 +12,7 @@ TEST(TokenizerTest, EncodesEveryByteAsItsValue) {
   Tokenizer tokenizer{ModelConfig()};
   std::string all_bytes;
   for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
-  const std::vector<int64_t> ids = tokenizer.Encode(all_bytes, /*add_bos=*/false);
+  const std::vector<int64_t> ids = tokenizer.Encode(all_bytes, /*starts_text=*/false);
   ASSERT_EQ(ids.size(), 256u);
   for (int b = 0; b < 256; ++b) {
     EXPECT_EQ(ids[b], b);
@@ -27,13 +27,23 @@ TEST(TokenizerTest, BosComesFromTheConfig) {
   config.vocab_size = 300;
   config.bos_id = 299;
   config.eos_id = 256;
+  config.add_bos = true;
   Tokenizer tokenizer(config);
-  EXPECT_EQ(tokenizer.Encode("hé", /*add_bos=*/true), (std::vector<int64_t>{299, 'h', 0xC3, 0xA9}));
-  EXPECT_EQ(tokenizer.Encode("", /*add_bos=*/true), (std::vector<int64_t>{299}));
-  EXPECT_TRUE(tokenizer.Encode("", /*add_bos=*/false).empty());
+  EXPECT_TRUE(tokenizer.add_bos());
+  EXPECT_EQ(tokenizer.Encode("hé", /*starts_text=*/true), (std::vector<int64_t>{299, 'h', 0xC3, 0xA9}));
+  EXPECT_EQ(tokenizer.Encode("", /*starts_text=*/true), (std::vector<int64_t>{299}));
+  EXPECT_TRUE(tokenizer.Encode("", /*starts_text=*/false).empty());
   EXPECT_EQ(tokenizer.bos_id(), 299);
   EXPECT_EQ(tokenizer.eos_id(), 256);
   EXPECT_EQ(tokenizer.vocab_size(), 300);
+}
+
+TEST(TokenizerTest, AModelThatTakesNoBosNeverGetsOne) {
+  ModelConfig config;  // add_bos is false unless the config says otherwise
+  Tokenizer tokenizer(config);
+  EXPECT_FALSE(tokenizer.add_bos());
+  EXPECT_EQ(tokenizer.Encode("hi", /*starts_text=*/true), (std::vector<int64_t>{'h', 'i'}));
+  EXPECT_TRUE(tokenizer.Encode("", /*starts_text=*/true).empty());
 }
 
 TEST(TokenizerTest, SpecialAndOutOfRangeTokensCarryNoBytes) {

@@ -55,7 +55,7 @@ std::string RealStateFile(LanguageModel& model, const std::string& text) {
   State state = model.NewState();
   const Tokenizer tokenizer(model.config());
   absl::StatusOr<std::vector<float>> logits =
-      model.Prefill(state, tokenizer.Encode(text, /*add_bos=*/true));
+      model.Prefill(state, tokenizer.Encode(text, /*starts_text=*/true));
   EXPECT_TRUE(logits.ok()) << logits.status();
   SessionRecord record;
   record.model_fingerprint = model.Fingerprint();

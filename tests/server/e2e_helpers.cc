@@ -10,8 +10,14 @@
 
 namespace linserve {
 
-absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed) {
-  const ModelConfig config = TinyModelConfig();
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed, bool add_bos) {
+  ModelConfig config = TinyModelConfig();
+  config.add_bos = add_bos;
+  return WriteModel(dir, config, seed);
+}
+
+absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig& config,
+                                       uint64_t seed) {
   std::unique_ptr<LanguageModel> model = LanguageModel::Create(config, seed, torch::kCPU);
   absl::Status saved = model->Save(dir);
   if (!saved.ok()) return saved;

@@ -11,13 +11,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/model_config.h"
 #include "linserve/v1/linserve.grpc.pb.h"
 
 namespace linserve {
 
 // Writes a tiny random-weight model (linear_elu + token shift, d32 L2) into
 // `dir` and returns `dir`. Different seeds give different fingerprints.
-absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed);
+// `add_bos`: the model takes a BOS at the start of a text (config's switch).
+absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed,
+                                           bool add_bos = false);
+// A random-weight model of `config` written into `dir`; returns `dir`.
+absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig& config,
+                                       uint64_t seed);
 
 // A fresh empty directory under the test's temporary directory.
 std::string FreshDir(const std::string& name);

@@ -23,7 +23,9 @@ namespace {
 class GenerateTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ = new std::string(*WriteTinyModel(FreshDir("generate-model"), 7));
+    // A model that takes a BOS: the server must put it first (the other
+    // suites' models take none, as the shipped one).
+    model_dir_ = new std::string(*WriteTinyModel(FreshDir("generate-model"), 7, /*add_bos=*/true));
     auto server = ServerProcess::Start({"--model=" + *model_dir_,
                                         "--store_dir=" + FreshDir("generate-store"),
                                         "--stream_buffer_messages=4", "--max_batch=32"});
@@ -61,7 +63,7 @@ TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
   params.seed = 1234;
   params.max_new_tokens = 200;
   params.ignore_eos = true;
-  auto expected = Generate(**model, state, Tokenizer((*model)->config()).Encode("To be, or not", true),
+  auto expected = Generate(**model, state, Tokenizer((*model)->config()).Encode("To be, or not", /*starts_text=*/true),
                            params);
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(outcome.text, expected->text);

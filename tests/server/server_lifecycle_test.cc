@@ -98,8 +98,8 @@ TEST(LifecycleTest, OverloadAdmitsExactlyTheCapacityAndRefusesTheRestAtOnce) {
   EXPECT_EQ(value("linserve_requests_total{code=\"INVALID_ARGUMENT\",method=\"Generate\"}"), 1);
   EXPECT_EQ(value("linserve_rejections_total{reason=\"queue_full\"}"), kRequests - 4);
   EXPECT_EQ(value("linserve_generated_tokens_total"), 4 * kTokens + 10);
-  // BOS + "load" four times, BOS + "later".
-  EXPECT_EQ(value("linserve_prompt_tokens_total"), 4 * 5 + 6);
+  // "load" four times, "later" (the model takes no BOS).
+  EXPECT_EQ(value("linserve_prompt_tokens_total"), 4 * 4 + 5);
   EXPECT_EQ(value("linserve_time_to_first_token_seconds_count"), 5);
   EXPECT_EQ(value("linserve_time_per_output_token_seconds_count"), 5);
   EXPECT_EQ(value("linserve_request_duration_seconds_count"), 5);

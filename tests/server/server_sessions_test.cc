@@ -44,8 +44,8 @@ TEST(SessionsTest, ThreeTurnsEqualOneLongPrompt) {
   const std::string t2 = Turn(*stub, session->id(), p2, 12);
   const std::string t3 = Turn(*stub, session->id(), p3, 13, &finished);
   // Every token but the last of each turn is in the state; the last is fed
-  // first next turn.
-  const int64_t consumed = 1 + p1.size() + 40 + p2.size() + 40 + p3.size() + 40 - 1;
+  // first next turn (the default model takes no BOS).
+  const int64_t consumed = p1.size() + 40 + p2.size() + 40 + p3.size() + 40 - 1;
   EXPECT_EQ(finished.position(), consumed);
 
   const std::string whole = p1 + t1 + p2 + t2 + p3;
@@ -59,8 +59,9 @@ TEST(SessionsTest, ForkGivesTwoIndependentContinuations) {
   auto stub = server->Stub();
   auto source = CreateSession(*stub, "KING HENRY:\nMy lords, ");
   ASSERT_TRUE(source.ok()) << source.status();
-  // BOS and every prompt byte but the last, which the first turn feeds.
-  EXPECT_EQ(source->position(), 1 + 22 - 1);
+  // Every prompt byte but the last, which the first turn feeds (the model
+  // takes no BOS).
+  EXPECT_EQ(source->position(), 22 - 1);
 
   grpc::ClientContext context;
   v1::ForkSessionRequest request;
@@ -127,7 +128,7 @@ TEST(SessionsTest, KillDashNineAfterAFinishedTurnThenRestartContinuesAsIfNeverSt
   get.set_session_id(survivor_id);
   v1::Session found;
   ASSERT_TRUE(stub->GetSession(&context, get, &found).ok());
-  EXPECT_EQ(found.position(), 1 + 10 + 39);
+  EXPECT_EQ(found.position(), 10 + 39);
   EXPECT_EQ(Turn(*stub, survivor_id, "\n\nCORIOLANUS:\n", 0), expected);
 }
 

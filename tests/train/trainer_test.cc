@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include <torch/torch.h>
+
 #include "engine/language_model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
@@ -117,6 +119,34 @@ TEST_F(TrainerTest, ValidationLossIsTheSameInEveryForm) {
     EXPECT_NEAR(*chunked, *reference, 1e-4) << named.name;
     EXPECT_NEAR(*recurrent, *reference, 1e-4) << named.name;
   }
+}
+
+// A model that takes a BOS is trained and scored after one: each window's
+// loss is that of BOS + the window from the zero state, every byte scored,
+// exactly what the server computes for a conversation.
+TEST_F(TrainerTest, AModelThatTakesBosSeesItFirstInEveryWindow) {
+  ModelConfig config = ConfigNamed("linear_elu");
+  config.add_bos = true;
+  torch::manual_seed(3);
+  Transformer net(config);
+  const torch::Tensor windows = torch::randint(0, 256, {3, 9}, torch::kInt64);  // (N, T + 1)
+  torch::NoGradGuard no_grad;
+  const torch::Tensor loss = WindowLoss(net, windows, Form::kChunked);
+
+  const torch::Tensor bos = torch::full({3, 1}, config.bos_id, torch::kInt64);
+  const torch::Tensor inputs = torch::cat({bos, windows.narrow(1, 0, 8)}, 1);  // (N, T + 1)
+  const torch::Tensor logits = net->ForwardReference(inputs);                  // (N, T + 1, V)
+  const torch::Tensor expected = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), windows.reshape({-1}));
+  EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-5);
+
+  // The switch is what makes the difference.
+  config.add_bos = false;
+  torch::manual_seed(3);
+  Transformer plain(config);
+  EXPECT_GT(std::abs(WindowLoss(plain, windows, Form::kChunked).item<double>() -
+                     loss.item<double>()),
+            1e-4);
 }
 
 std::string ReadAll(const fs::path& path) {

@@ -39,7 +39,14 @@ absl::StatusOr<Form> ParseForm(const std::string& name) {
       absl::StrCat("form '", name, "' is not chunked, reference or recurrent"));
 }
 
-torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows, Form form) {
+torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& bytes, Form form) {
+  // Every window starts from the zero state, so it starts as a served
+  // conversation does: after BOS when the model takes one.
+  const ModelConfig& config = net->config();
+  const torch::Tensor windows =
+      config.add_bos
+          ? torch::cat({torch::full({bytes.size(0), 1}, config.bos_id, bytes.options()), bytes}, 1)
+          : bytes;                                         // (N, T + 1)
   const int64_t t = windows.size(1) - 1;
   const torch::Tensor inputs = windows.narrow(1, 0, t);  // (N, T)
   torch::Tensor logits;                                  // (N, T, V)

@@ -23,7 +23,10 @@ torch::Tensor WindowTensor(const std::vector<int64_t>& bytes, int64_t length,
                            const torch::Device& device);
 
 // Mean next-byte cross-entropy (nats/byte) over windows (N, T + 1) of byte
-// ids, each scored from a fresh state. Differentiable when gradients are on.
+// ids, each scored from a fresh state. A model that takes a BOS
+// (ModelConfig::add_bos) sees it first, as the server feeds it first in every
+// conversation, and is scored on every byte of the window. Differentiable
+// when gradients are on.
 torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows, Form form);
 
 // WindowLoss in `form` over up to `windows` validation windows of `context`

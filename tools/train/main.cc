@@ -26,6 +26,9 @@ ABSL_FLAG(std::string, kind, "", "attention kind (softmax, linear_elu, linear_so
 ABSL_FLAG(bool, rope, false, "rotary positions (linear kinds, softmax)");
 ABSL_FLAG(bool, entropy_invariant, false, "entropy-invariant softmax scale (softmax, vq, compressed)");
 ABSL_FLAG(bool, token_shift, false, "q, k, v from a learned mix with the previous position's input");
+ABSL_FLAG(bool, bos, false,
+          "the model takes a BOS: every window is trained (and scored) after one, as the "
+          "server feeds it first in every conversation (config.json tokenizer.add_bos)");
 ABSL_FLAG(int64_t, steps, 1000, "optimizer steps");
 ABSL_FLAG(int64_t, batch_size, 16, "windows per micro-batch");
 ABSL_FLAG(int64_t, accumulation, 1, "micro-batches per optimizer step");
@@ -64,6 +67,7 @@ absl::StatusOr<TrainOptions> OptionsFromFlags() {
   }
   if (absl::GetFlag(FLAGS_rope)) o.config.attention.rope = true;
   if (absl::GetFlag(FLAGS_token_shift)) o.config.attention.token_shift = true;
+  if (absl::GetFlag(FLAGS_bos)) o.config.add_bos = true;
   if (absl::GetFlag(FLAGS_entropy_invariant)) {
     o.config.attention.scale = AttentionScale::kEntropyInvariant;
   }

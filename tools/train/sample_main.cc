@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   const linserve::Tokenizer tokenizer((*model)->config());
   linserve::State state = (*model)->NewState();
   auto result = linserve::Generate(**model, state,
-                                   tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*add_bos=*/true),
+                                   tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*starts_text=*/true),
                                    params);
   if (!result.ok()) return fail(result.status());
   std::fwrite(result->text.data(), 1, result->text.size(), stdout);
