@@ -8,6 +8,7 @@
 # bench/RESULTS.md, newest first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=SCRIPTDIR/../tests/linserve_process.sh
 source tests/linserve_process.sh
 build=${LINSERVE_BUILD_DIR:-build}
 quick=() record=0

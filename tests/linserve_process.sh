@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the shell scripts that start a linserve (tests, bench/e2e.sh):
 # waits until it serves and reads the ports it bound. The shell counterpart
 # of tests/linserve_process.py (Python) and tests/server/server_process.cc
@@ -9,9 +10,10 @@
 # --listen=127.0.0.1:0 for a free port). Returns 1, with the reason in
 # linserve_error, when PID exits first, SECONDS pass, or the log names no
 # port.
+# shellcheck disable=SC2034  # the results are for the scripts that source this
 linserve_wait_serving() {
   local pid=$1 log=$2 seconds=$3 i listening
-  linserve_port= linserve_metrics_port= linserve_error=
+  linserve_port='' linserve_metrics_port='' linserve_error=''
   for ((i = 0; i < seconds * 10; i++)); do
     grep -q '"event":"serving"' "$log" && break
     if ! kill -0 "$pid" 2>/dev/null; then

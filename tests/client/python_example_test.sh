@@ -4,6 +4,7 @@
 # GENERATED_DIR holds the Python modules protoc made from proto/.
 # Exits 77 (ctest's skip) where Debian's python3-grpcio is missing.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/../linserve_process.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../linserve_process.sh"
 
 if [ "$#" -ne 3 ]; then

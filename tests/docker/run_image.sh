@@ -18,6 +18,7 @@ set -euo pipefail
 image=$1
 run_dir=$2
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/../linserve_process.sh
 source "$here/../linserve_process.sh"
 
 fail() { echo "FAIL: $*" >&2; [ -s "$run_dir/server.log" ] && tail -n 20 "$run_dir/server.log" >&2; exit 1; }
