@@ -8,6 +8,8 @@
 # bench/RESULTS.md, newest first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=SCRIPTDIR/../tests/linserve_process.sh
+source tests/linserve_process.sh
 build=${LINSERVE_BUILD_DIR:-build}
 quick=() record=0
 for arg in "$@"; do
@@ -30,13 +32,9 @@ trap cleanup EXIT
 "$build/server/linserve" --model=models/default --listen=127.0.0.1:0 --metrics_port=-1 \
   --store_dir="$work/store" --max_prompt_bytes=20000 2> "$work/server.log" &
 server_pid=$!
-for _ in $(seq 600); do
-  grep -q '"event":"serving"' "$work/server.log" && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-port=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p; s/.*"port":\([0-9]*\).*"event":"listening".*/\1/p' "$work/server.log" | head -n1)
-[ -n "$port" ] || { echo "no port in the server log" >&2; exit 1; }
+linserve_wait_serving "$server_pid" "$work/server.log" 60 ||
+  { echo "$linserve_error" >&2; cat "$work/server.log" >&2; exit 1; }
+port=$linserve_port
 
 "$build/bench/linserve-e2e-bench" --server="127.0.0.1:$port" --model=models/default "${quick[@]}" \
   | tee "$work/out.txt"

@@ -1,7 +1,7 @@
 #ifndef LINSERVE_CLIENT_BENCH_H_
 #define LINSERVE_CLIENT_BENCH_H_
 
-// `linserve-client bench`: the load test (DESIGN.md section 4).
+// `linserve-client bench`: the load test (client/README.md).
 
 #include <cstdint>
 #include <string>

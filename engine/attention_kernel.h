@@ -30,7 +30,7 @@ struct StateTensorSpec {
   torch::ScalarType dtype;
 };
 
-// The math of one attention kind in its three forms (DESIGN.md section 2).
+// The math of one attention kind in its three forms (docs/DESIGN.md, "The model").
 // All forms take per-head inputs (B, H, T, d) and return outputs (B, H, T, dv).
 // Kernels hold no mutable state of their own and are safe to share between
 // threads; kind-specific parameters (codebook, window bias) are tensors shared

@@ -8,7 +8,7 @@
 
 namespace linserve {
 
-// The model fingerprint of DESIGN.md section 2: SHA-256, as 64 lowercase hex
+// The model fingerprint: SHA-256, as 64 lowercase hex
 // digits, of config.json's canonical form (keys sorted, no whitespace)
 // followed by the weights as the codec serializes them (name order, so names,
 // dtypes and shapes count as well as the bytes). Every saved state carries it,

@@ -9,7 +9,7 @@
 
 namespace linserve {
 
-// The attention kinds of DESIGN.md section 2.
+// The attention kinds; engine/*_kernel.cc each open with their formulas.
 enum class AttentionKind {
   kSoftmax,        // KV-cache baseline; state grows with the context.
   kLinearElu,      // phi = elu + 1 (Transformers are RNNs).
@@ -46,7 +46,7 @@ struct AttentionConfig {
   bool token_shift = false;
 };
 
-// The architecture of DESIGN.md section 2, read from a model's config.json.
+// A model's architecture (docs/DESIGN.md, "The model"), read from its config.json.
 struct ModelConfig {
   int64_t vocab_size = 258;  // 256 bytes + BOS + EOS
   int64_t d_model = 256;

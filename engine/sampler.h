@@ -11,7 +11,7 @@
 
 namespace linserve {
 
-// Per-request sampling options (DESIGN.md section 2, "Sampling").
+// Per-request sampling options, applied by Sampler below.
 struct SamplingParams {
   float temperature = 1.0f;         // 0 => greedy (argmax, ties -> lowest id)
   int32_t top_k = 0;                // 0 => off

@@ -162,7 +162,8 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKe
     }
   }
   LINSERVE_RETURN_IF_ERROR(CheckTensors(contents.tensors, expected));
-  // Every state a model produces is finite (DESIGN.md section 2); a NaN or an
+  // Every state a model produces is finite (the kernels take every exponent
+  // against a running maximum and add epsilon to every denominator); a NaN or an
   // Inf would poison every later token of the session, so it is refused here.
   for (const auto& [name, tensor] : contents.tensors) {
     if (tensor.is_floating_point() && !torch::isfinite(tensor).all().item<bool>()) {

@@ -11,7 +11,7 @@
 
 namespace linserve {
 
-// The byte-level tokenizer of DESIGN.md section 2: ids 0..255 are the bytes
+// The byte-level tokenizer: ids 0..255 are the bytes
 // themselves; BOS, EOS and any other id up to vocab_size carry no bytes.
 // Immutable after construction, so every method is thread-safe.
 class Tokenizer {

@@ -50,7 +50,7 @@ class BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-// The decoder-only model of DESIGN.md section 2 with a tied output head.
+// The decoder-only model (docs/DESIGN.md, "The model") with a tied output head.
 // Not thread-safe: one thread owns a model and the states it advances.
 class TransformerImpl : public torch::nn::Module {
  public:

@@ -1,7 +1,7 @@
 #ifndef LINSERVE_SERVER_METRICS_H_
 #define LINSERVE_SERVER_METRICS_H_
 
-// The server's Prometheus metrics (DESIGN.md section 3): families built once,
+// The server's Prometheus metrics: families built once,
 // each series added once and kept. Labels carry bounded values only (method,
 // status code, reason, place), never a session or tenant id. Every method is
 // thread-safe (prometheus-cpp's metrics are).

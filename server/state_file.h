@@ -1,7 +1,7 @@
 #ifndef LINSERVE_SERVER_STATE_FILE_H_
 #define LINSERVE_SERVER_STATE_FILE_H_
 
-// The state file of DESIGN.md section 3: one session as bytes, the same on
+// The state file: one session as bytes, the same on
 // disk, in Redis and in Export/ImportSession.
 //
 //   offset  size  field

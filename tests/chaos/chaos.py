@@ -36,6 +36,10 @@ import urllib.request
 
 import grpc
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import linserve_process  # noqa: E402  (tests/linserve_process.py)
+
 C = grpc.StatusCode
 SERVICE = "/linserve.v1.Linserve/"
 LATENCY_FACTOR = 1.5
@@ -66,29 +70,21 @@ class Server:
         make_pki(work)
         self.log_path = f"{work}/server.log"
         self.log = open(self.log_path, "w+")
-        self.proc = subprocess.Popen(
-            [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=0",
-             f"--metrics_host=127.0.0.1", f"--store_dir={work}/store",
-             f"--tls_cert_file={work}/server.pem", f"--tls_key_file={work}/server.key",
-             f"--auth_tokens_file={work}/tokens.txt", "--warmup_steps=4",
-             f"--max_message_bytes={MAX_MESSAGE_BYTES}", "--max_batch=16",
-             "--max_queued_requests=32", "--max_open_streams=64", "--stream_buffer_messages=4",
-             "--max_new_tokens_cap=2048", "--max_sessions=500", "--max_sessions_per_tenant=200",
-             "--shutdown_grace_seconds=5"],
-            stderr=self.log, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        command = [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=0",
+                   f"--metrics_host=127.0.0.1", f"--store_dir={work}/store",
+                   f"--tls_cert_file={work}/server.pem", f"--tls_key_file={work}/server.key",
+                   f"--auth_tokens_file={work}/tokens.txt", "--warmup_steps=4",
+                   f"--max_message_bytes={MAX_MESSAGE_BYTES}", "--max_batch=16",
+                   "--max_queued_requests=32", "--max_open_streams=64",
+                   "--stream_buffer_messages=4", "--max_new_tokens_cap=2048",
+                   "--max_sessions=500", "--max_sessions_per_tenant=200",
+                   "--shutdown_grace_seconds=5"]
+        try:
+            started = linserve_process.start(command, self.log)
+        except linserve_process.StartError as e:
+            sys.exit(f"FAIL: the server {e}:\n{e.log}")
+        self.proc, self.port, self.metrics_port = started.process, started.port, started.metrics_port
         self.ca = open(f"{work}/ca.pem", "rb").read()
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            text = open(self.log_path).read()
-            if '"event":"serving"' in text:
-                listening = re.search(r'"event":"listening".*', text).group(0)
-                self.port = int(re.search(r'"port":(\d+)', listening).group(1))
-                self.metrics_port = int(re.search(r'"metrics_port":(\d+)', listening).group(1))
-                return
-            if self.proc.poll() is not None:
-                sys.exit(f"FAIL: the server exited {self.proc.returncode} at start:\n{text}")
-            time.sleep(0.05)
-        sys.exit("FAIL: the server was not serving after 120 s")
 
     def channel(self):
         # Each channel its own connection: one connection serves one tenant.

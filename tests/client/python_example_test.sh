@@ -4,6 +4,8 @@
 # GENERATED_DIR holds the Python modules protoc made from proto/.
 # Exits 77 (ctest's skip) where Debian's python3-grpcio is missing.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/../linserve_process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../linserve_process.sh"
 
 if [ "$#" -ne 3 ]; then
   echo "usage: $0 LINSERVE_BINARY GENERATED_DIR SOURCE_DIR" >&2
@@ -43,15 +45,8 @@ OPENBLAS_NUM_THREADS=1 "$binary" --model="$source/models/default" --listen=127.0
   --metrics_port=-1 --store_dir="$work/store" --warmup_steps=0 2>"$work/server.log" &
 server_pid=$!
 
-for _ in $(seq 600); do
-  grep -q '"event":"serving"' "$work/server.log" && break
-  kill -0 "$server_pid" 2>/dev/null || fail "the server exited before serving"
-  sleep 0.1
-done
-grep -q '"event":"serving"' "$work/server.log" || fail "the server was not serving after 60 s"
-# Port 0 asked the kernel for a free port; the "listening" line says which.
-port=$(sed -n 's/.*"event":"listening".*"port":\([0-9][0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
-[ -n "$port" ] || fail "no port in the listening line"
+linserve_wait_serving "$server_pid" "$work/server.log" 60 || fail "$linserve_error"
+port=$linserve_port
 echo "server serving on 127.0.0.1:$port"
 
 run_example() {  # NAME ARGS...: stdout to $work/NAME.out, stderr to $work/NAME.err

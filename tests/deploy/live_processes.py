@@ -1,14 +1,17 @@
 """A real redis-server and a real linserve for the deploy checks, started
 with the flags the deployment files give them (addresses and paths moved to
 this machine)."""
-import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import linserve_process  # noqa: E402  (tests/linserve_process.py)
 
 REDIS_SERVER = "/usr/bin/redis-server"
 
@@ -69,41 +72,17 @@ class Linserve:
     def __init__(self, binary: str, args: list, timeout: float = 60):
         self.args = [binary] + args
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-        self.port = self.metrics_port = None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            events = self._events()
-            for event in events:
-                if event.get("event") == "listening":
-                    self.port, self.metrics_port = event["port"], event["metrics_port"]
-                if event.get("event") == "serving":
-                    return
-            if self.process.poll() is not None:
-                self._fail(f"exited {self.process.returncode}")
-            time.sleep(0.05)
-        self.process.kill()
-        self.process.wait()
-        self._fail(f"not serving after {timeout} s")
-
-    def _fail(self, what: str):
-        logs = self.logs()
-        self.log.close()
-        raise RuntimeError(f"{self.args} {what}: {logs}")
+        try:
+            started = linserve_process.start(self.args, self.log, timeout,
+                                             stdout=subprocess.DEVNULL)
+        except linserve_process.StartError as e:
+            self.log.close()
+            raise RuntimeError(f"{self.args} {e}: {e.log}") from None
+        self.process = started.process
+        self.port, self.metrics_port = started.port, started.metrics_port
 
     def logs(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
-
-    def _events(self) -> list:
-        events = []
-        for line in self.logs().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-        return events
+        return linserve_process.read_log(self.log)
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"

@@ -18,6 +18,8 @@ set -euo pipefail
 image=$1
 run_dir=$2
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/../linserve_process.sh
+source "$here/../linserve_process.sh"
 
 fail() { echo "FAIL: $*" >&2; [ -s "$run_dir/server.log" ] && tail -n 20 "$run_dir/server.log" >&2; exit 1; }
 config() { podman image inspect --format "{{json .Config.$1}}" "$image"; }
@@ -70,15 +72,9 @@ echo "entry point: ${entrypoint[*]} ${command[*]}"
 "${enter[0]}" --pid --fork --kill-child "${enter[@]:1}" "${entrypoint[@]}" "${command[@]}" \
   --listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 2>"$run_dir/server.log" &
 server_pid=$!
-for _ in $(seq 1200); do
-  grep -q '"event":"serving"' "$run_dir/server.log" && break
-  kill -0 "$server_pid" 2>/dev/null || fail "the server exited before serving"
-  sleep 0.1
-done
-grep -q '"event":"serving"' "$run_dir/server.log" || fail "not serving after 120 s"
-listening=$(grep '"event":"listening"' "$run_dir/server.log")
-port=$(jq -r .port <<<"$listening")
-metrics_port=$(jq -r .metrics_port <<<"$listening")
+linserve_wait_serving "$server_pid" "$run_dir/server.log" 120 || fail "$linserve_error"
+port=$linserve_port
+metrics_port=$linserve_metrics_port
 echo "serving: gRPC 127.0.0.1:$port, metrics 127.0.0.1:$metrics_port"
 
 # The server is the namespace's PID 1, as the image's user.

@@ -6,9 +6,9 @@
 
 #include <torch/torch.h>
 
-#include "engine/generate.h"
-#include "engine/language_model.h"
 #include "engine/fingerprint.h"
+#include "engine/language_model.h"
+#include "engine/one_shot_generation.h"
 #include "engine/safetensors.h"
 #include "engine/tokenizer.h"
 #include "gtest/gtest.h"

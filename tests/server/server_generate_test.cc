@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/generate.h"
 #include "engine/language_model.h"
+#include "engine/one_shot_generation.h"
 #include "engine/tokenizer.h"
 #include "server/request_validation.h"
 #include "tests/server/e2e_helpers.h"

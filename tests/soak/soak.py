@@ -50,6 +50,10 @@ import time
 
 import grpc
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import linserve_process  # noqa: E402  (tests/linserve_process.py)
+
 MAX_GROWTH = 0.05
 MAX_P99_DRIFT = 0.10
 SERVICE = "/linserve.v1.Linserve/"
@@ -58,21 +62,14 @@ SERVICE = "/linserve.v1.Linserve/"
 class Server:
     def __init__(self, binary, model, work, name):
         self.log_path = f"{work}/{name}.log"
-        self.proc = subprocess.Popen(
-            [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=-1",
-             f"--store_dir={work}/{name}-store"],
-            stderr=open(self.log_path, "w"), env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            text = open(self.log_path).read()
-            if '"event":"serving"' in text:
-                self.port = int(re.search(r'"event":"listening".*?"port":(\d+)', text).group(1))
-                self.address = f"127.0.0.1:{self.port}"
-                return
-            if self.proc.poll() is not None:
-                sys.exit(f"FAIL: the server exited {self.proc.returncode} at start:\n{text}")
-            time.sleep(0.05)
-        sys.exit("FAIL: the server was not serving after 120 s")
+        command = [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=-1",
+                   f"--store_dir={work}/{name}-store"]
+        try:
+            started = linserve_process.start(command, open(self.log_path, "w"))
+        except linserve_process.StartError as e:
+            sys.exit(f"FAIL: the server {e}:\n{e.log}")
+        self.proc, self.port = started.process, started.port
+        self.address = f"127.0.0.1:{self.port}"
 
     def sample(self):
         pid = self.proc.pid

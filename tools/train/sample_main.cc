@@ -10,8 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "engine/generate.h"
 #include "engine/language_model.h"
+#include "engine/one_shot_generation.h"
 #include "engine/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "", "model directory (config.json + model.safetensors)");

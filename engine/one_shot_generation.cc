@@ -1,4 +1,4 @@
-#include "engine/generate.h"
+#include "engine/one_shot_generation.h"
 
 #include <torch/torch.h>
 

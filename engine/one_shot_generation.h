@@ -1,5 +1,8 @@
-#ifndef LINSERVE_ENGINE_GENERATE_H_
-#define LINSERVE_ENGINE_GENERATE_H_
+#ifndef LINSERVE_ENGINE_ONE_SHOT_GENERATION_H_
+#define LINSERVE_ENGINE_ONE_SHOT_GENERATION_H_
+
+// A whole generation in one call over a model, for tools and tests. The
+// server drives engine/generation.h instead, one token at a time.
 
 #include <cstdint>
 #include <string>
@@ -31,4 +34,4 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model, State& state,
 
 }  // namespace linserve
 
-#endif  // LINSERVE_ENGINE_GENERATE_H_
+#endif  // LINSERVE_ENGINE_ONE_SHOT_GENERATION_H_
