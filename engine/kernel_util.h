@@ -16,6 +16,16 @@ namespace linserve {
 // denominator would otherwise be zero.
 constexpr double kAttentionEps = 1e-6;
 
+// The dtype of every state tensor that sums over positions (linear_* S and z,
+// compressed's weighted sums, vq's U and N). A float32 sum of n terms of
+// similar size drops any term below half its ulp, i.e. below about n * 2^-24
+// of its own size: from about 2^24 tokens on new tokens no longer count (vq's
+// counts stop at exactly 2^24). float64 keeps every term to within 2^-53 n of
+// the sum, so tokens keep their full weight to 2^53 tokens, past any length
+// a session can reach. The sums are read back as float32; only their
+// accumulation needs the wider type.
+constexpr torch::ScalarType kSumDtype = torch::kFloat64;
+
 // Initial value of running maxima: finite (states never hold Inf) and low
 // enough that exp(kRunningMaxFloor - x) is 0 for any real logit x.
 constexpr double kRunningMaxFloor = -1e30;
