@@ -13,8 +13,9 @@
 // logits sit high, so that later random tokens stay below its running maxima
 // and add the same increments at any position.
 //
-// Kernel level: token shift only changes what the kernel's q, k and v are and
-// carries one bounded vector, so the model-level test below covers it.
+// Those are kernel-level tests: token shift only changes what a kernel's q, k
+// and v are, and carries one bounded vector. The model-level test covers it,
+// and rope, with a cruder fast path.
 
 #include <cmath>
 #include <string>
@@ -227,6 +228,82 @@ TEST_P(LongContextKernelTest, StepEqualsChunkedAfter2To25TokensWhenMaximaMove) {
                name + " change, step vs chunked");
   }
 }
+
+// The whole model, with and without token shift: a prefilled state whose sums
+// over positions are multiplied by 2^20, which at the kernels makes them the
+// sums of the prefix with every token repeated 2^20 times in place (vq: every
+// token older than the window; the window keeps its place when the prefix is a
+// multiple of it; rope: only their size, repeats would turn), at a position
+// past 2^25. The step and the chunked form continue it alike, and the new
+// tokens change every sum by the same amount in both (with float32 sums the linear kinds fail this: a step's terms are lost
+// where a chunk's larger ones partly are not).
+class LongContextModelTest : public ::testing::TestWithParam<NamedConfig> {};
+
+bool IsSumOverPositions(const std::string& name) {
+  for (const char* sum : {"S", "z", "sum_k", "sum_v", "sum_w", "U", "N"}) {
+    if (name == sum) return true;
+  }
+  return false;
+}
+
+TEST_P(LongContextModelTest, StepEqualsChunkedAfter2To25Tokens) {
+  torch::NoGradGuard no_grad;
+  const ModelConfig& config = GetParam().config;
+  torch::manual_seed(5);
+  auto model = LanguageModel::Create(config, /*seed=*/11, torch::kCPU);
+  const int64_t window = config.attention.window;
+  const int64_t prefix = 13 * window;
+  constexpr int64_t kRepeat = int64_t{1} << 20;
+  State state = model->module()->NewState(kBatch);
+  model->module()->ForwardChunked(torch::randint(0, 256, {kBatch, prefix}), state);
+  const bool vq = config.attention.kind == AttentionKind::kVq;
+  const int64_t position = vq ? kRepeat * (prefix - window) + window : kRepeat * prefix;
+  ASSERT_GE(position, int64_t{1} << 25);
+  for (int64_t& p : state.positions) p = position;
+  const std::vector<StateTensorSpec> spec = model->kernel().StateSpec();
+  for (LayerState& layer : state.layers) {
+    for (size_t i = 0; i < layer.size(); ++i) {
+      if (IsSumOverPositions(spec[i].name)) layer[i].mul_(static_cast<double>(kRepeat));
+    }
+  }
+
+  const int64_t t = 3 * config.attention.chunk_size + 5;
+  const torch::Tensor tokens = torch::randint(0, 256, {kBatch, t});
+  State stepped = CloneState(state);
+  std::vector<torch::Tensor> logits;
+  for (int64_t i = 0; i < t; ++i) {
+    logits.push_back(model->module()->ForwardStep(tokens.select(1, i), stepped));
+  }
+  const torch::Tensor step_logits = torch::stack(logits, 1);
+  State chunked = CloneState(state);
+  const torch::Tensor chunk_logits = model->module()->ForwardChunked(tokens, chunked);
+  EXPECT_TRUE(AllFinite(step_logits));
+  EXPECT_TRUE(AllFinite(chunk_logits));
+  ExpectNear(step_logits, chunk_logits, 1e-4, 1.0, "step vs chunked logits");
+  EXPECT_EQ(stepped.positions, chunked.positions);
+  for (size_t l = 0; l < state.layers.size(); ++l) {
+    for (size_t i = 0; i < state.layers[l].size(); ++i) {
+      const torch::Tensor& before = state.layers[l][i];
+      const std::string what = "layer " + std::to_string(l) + " " + spec[i].name;
+      EXPECT_TRUE(AllFinite(stepped.layers[l][i])) << what;
+      if (!IsSumOverPositions(spec[i].name)) continue;
+      const torch::Tensor step_added = ToDouble(stepped.layers[l][i]) - ToDouble(before);
+      const torch::Tensor chunk_added = ToDouble(chunked.layers[l][i]) - ToDouble(before);
+      EXPECT_GT(chunk_added.abs().max().item<double>(), 0) << what;
+      ExpectNear(step_added, chunk_added, 1e-3, 0.0, what + " change, step vs chunked");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ConstantStateKinds, LongContextModelTest,
+                         ::testing::ValuesIn([] {
+                           std::vector<NamedConfig> out;
+                           for (const NamedConfig& c : AllKindConfigs()) {
+                             if (c.config.attention.kind != AttentionKind::kSoftmax) out.push_back(c);
+                           }
+                           return out;
+                         }()),
+                         [](const auto& info) { return info.param.name; });
 
 // Every constant-state kind without rope (rope turns a repeated token's
 // increments with the position, so the fast path does not apply; rope kinds
