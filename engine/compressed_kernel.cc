@@ -76,8 +76,8 @@ class CompressedKernel : public AttentionKernel {
     state[2].mul_(decay).add_(e);
     state[3].copy_(new_max);
     const torch::ScalarType dtype = in.q.scalar_type();
-    torch::Tensor total = state[2].unsqueeze(-1) + kAttentionEps;              // (B, H, m, 1)
-    torch::Tensor pooled_k = (state[0] / total).to(dtype).unsqueeze(-2);       // (B, H, m, 1, d)
+    torch::Tensor total = state[2].unsqueeze(-1) + kAttentionEps;         // (B, H, m, 1)
+    torch::Tensor pooled_k = (state[0] / total).to(dtype).unsqueeze(-2);  // (B, H, m, 1, d)
     torch::Tensor pooled_v = (state[1] / total).to(dtype).unsqueeze(-2);
     return AttendSlots(in.q, pooled_k, pooled_v, positions.view({batch, 1, 1, 1}));
   }
@@ -104,14 +104,15 @@ class CompressedKernel : public AttentionKernel {
     // with q_i and with the slot probabilities are needed, so distribute those
     // over the sums instead and never form them: O(m Tc^2) work, not O(m Tc^2 d).
     torch::Tensor carried_scores =
-        torch::matmul(state[0].to(q.dtype()), q.transpose(-1, -2));     // (B, H, m, Tc)
+        torch::matmul(state[0].to(q.dtype()), q.transpose(-1, -2));         // (B, H, m, Tc)
     torch::Tensor qk = torch::matmul(q, k.transpose(-1, -2)).unsqueeze(2);  // (B, H, 1, Tc, Tc)
     torch::Tensor scores = (carry * carried_scores + (weights * qk).sum(-1)) / total;
     torch::Tensor scale = SoftmaxScale(config_, head_dim_, PositionRange(start, t, q.device()));
     torch::Tensor per_pooled = torch::softmax(scores * scale, 2) / total;  // p_si / total_si
     torch::Tensor mix = (per_pooled.unsqueeze(-1) * weights).sum(2);      // (B, H, Tc, Tc)
-    torch::Tensor out = torch::matmul(mix, v) +
-                        torch::matmul((per_pooled * carry).transpose(-1, -2), state[1].to(q.dtype()));
+    torch::Tensor out =
+        torch::matmul(mix, v) +
+        torch::matmul((per_pooled * carry).transpose(-1, -2), state[1].to(q.dtype()));
 
     torch::Tensor new_max = torch::maximum(max_w, w.amax(-1));      // (B, H, m)
     torch::Tensor decay = torch::exp(max_w - new_max);

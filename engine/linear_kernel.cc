@@ -49,11 +49,12 @@ class LinearKernel : public AttentionKernel {
   }
 
   LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
-    LayerState state = {torch::zeros({batch, heads_, features_, head_dim_}, options.dtype(kSumDtype)),
-                        torch::zeros({batch, heads_, features_}, options.dtype(kSumDtype))};
+    LayerState state = {
+        torch::zeros({batch, heads_, features_, head_dim_}, options.dtype(kSumDtype)),
+        torch::zeros({batch, heads_, features_}, options.dtype(kSumDtype))};
     if (track_max_) {
-      state.push_back(
-          torch::full({batch, heads_, features_}, kRunningMaxFloor, options.dtype(torch::kFloat32)));
+      state.push_back(torch::full({batch, heads_, features_}, kRunningMaxFloor,
+                                  options.dtype(torch::kFloat32)));
     }
     return state;
   }
@@ -130,11 +131,11 @@ class LinearKernel : public AttentionKernel {
                           int64_t start, LayerState& state) const {
     const int64_t t = q.size(2);
     const RopeTables rope = Tables(PositionRange(start, t, q.device()));
-    const torch::Tensor& s = state[0];              // (B, H, F, dv) float64
-    const torch::Tensor& z = state[1];              // (B, H, F) float64
-    const torch::Tensor s_read = s.to(q.dtype());   // float32 for the products
+    const torch::Tensor& s = state[0];             // (B, H, F, dv) float64
+    const torch::Tensor& z = state[1];             // (B, H, F) float64
+    const torch::Tensor s_read = s.to(q.dtype());  // float32 for the products
     const torch::Tensor z_read = z.to(q.dtype());
-    torch::Tensor fq = FeatureQ(q);                 // (B, H, Tc, F)
+    torch::Tensor fq = FeatureQ(q);  // (B, H, Tc, F)
     torch::Tensor rq = Rotate(fq, rope);
     if (!track_max_) {
       torch::Tensor fk = FeatureK(k);

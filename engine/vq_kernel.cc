@@ -179,8 +179,8 @@ class VqKernel : public AttentionKernel {
     torch::Tensor key_weights = torch::exp(scores - top);
     torch::Tensor code_weights = torch::exp(code_scores - top);
     torch::Tensor num = RowsTimes(key_weights, values) + RowsTimes(code_weights, sum_values);
-    torch::Tensor den = key_weights.sum(-1, true) +
-                        (code_weights * counts.unsqueeze(2)).sum(-1, true);
+    torch::Tensor den =
+        key_weights.sum(-1, true) + (code_weights * counts.unsqueeze(2)).sum(-1, true);
     return num / (den + kAttentionEps);
   }
 

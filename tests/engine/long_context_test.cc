@@ -17,10 +17,10 @@
 // and v are, and carries one bounded vector. The model-level test covers it,
 // and rope, with a cruder fast path.
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "engine/attention_kernel.h"
 #include "engine/language_model.h"
@@ -49,8 +49,8 @@ void ExpectNear(const torch::Tensor& a, const torch::Tensor& b, double tolerance
   const torch::Tensor da = ToDouble(a), db = ToDouble(b);
   const double scale = std::max(floor, db.abs().max().item<double>());
   const double error = (da - db).abs().max().item<double>();
-  EXPECT_LE(error, tolerance * scale) << what << ": max abs error " << error << " at scale "
-                                      << scale;
+  EXPECT_LE(error, tolerance * scale)
+      << what << ": max abs error " << error << " at scale " << scale;
 }
 
 LayerState CloneLayer(const LayerState& state) {
@@ -68,7 +68,7 @@ AttentionInputs Slice(const AttentionInputs& in, int64_t t) {
 struct FastForwarded {
   LayerState near;  // after the repeats, at position `near_position`
   int64_t near_position = 0;
-  LayerState far;   // the same sums advanced to kLongPosition
+  LayerState far;            // the same sums advanced to kLongPosition
   std::vector<bool> is_sum;  // per state tensor: it grows with the position
 };
 
@@ -212,7 +212,8 @@ TEST_P(LongContextKernelTest, StepEqualsChunkedAfter2To25TokensWhenMaximaMove) {
 
   LayerState stepped = CloneLayer(ff.far);
   std::vector<torch::Tensor> outputs;
-  for (int64_t i = 0; i < t; ++i) outputs.push_back(Step(Slice(next, i), kLongPosition + i, stepped));
+  for (int64_t i = 0; i < t; ++i)
+    outputs.push_back(Step(Slice(next, i), kLongPosition + i, stepped));
   const torch::Tensor step_outputs = torch::cat(outputs, 2);
   LayerState chunked = CloneLayer(ff.far);
   const torch::Tensor chunk_outputs = kernel_->Chunked(next, kLongPosition, chunked);
@@ -235,8 +236,8 @@ TEST_P(LongContextKernelTest, StepEqualsChunkedAfter2To25TokensWhenMaximaMove) {
 // token older than the window; the window keeps its place when the prefix is a
 // multiple of it; rope: only their size, repeats would turn), at a position
 // past 2^25. The step and the chunked form continue it alike, and the new
-// tokens change every sum by the same amount in both (with float32 sums the linear kinds fail this: a step's terms are lost
-// where a chunk's larger ones partly are not).
+// tokens change every sum by the same amount in both (with float32 sums the linear kinds fail this:
+// a step's terms are lost where a chunk's larger ones partly are not).
 class LongContextModelTest : public ::testing::TestWithParam<NamedConfig> {};
 
 bool IsSumOverPositions(const std::string& name) {
@@ -295,11 +296,11 @@ TEST_P(LongContextModelTest, StepEqualsChunkedAfter2To25Tokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ConstantStateKinds, LongContextModelTest,
-                         ::testing::ValuesIn([] {
+INSTANTIATE_TEST_SUITE_P(ConstantStateKinds, LongContextModelTest, ::testing::ValuesIn([] {
                            std::vector<NamedConfig> out;
                            for (const NamedConfig& c : AllKindConfigs()) {
-                             if (c.config.attention.kind != AttentionKind::kSoftmax) out.push_back(c);
+                             if (c.config.attention.kind != AttentionKind::kSoftmax)
+                               out.push_back(c);
                            }
                            return out;
                          }()),

@@ -1,13 +1,14 @@
 // State: fixed size for the linear kinds, stack/split, device moves, and a
 // bit-exact byte round trip with clear errors for bad bytes.
 
-#include <cmath>
+#include "engine/state.h"
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "engine/language_model.h"
 #include "engine/safetensors.h"
-#include "engine/state.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
 
@@ -90,7 +91,8 @@ TEST_P(StateTest, Float32SumsOfOlderStatesLoadWidened) {
     ++narrowed;
   }
   if (GetParam().config.attention.kind != AttentionKind::kSoftmax) EXPECT_GT(narrowed, 0);
-  auto restored = model_->DeserializeState(SerializeSafetensors(contents->tensors, contents->metadata));
+  auto restored =
+      model_->DeserializeState(SerializeSafetensors(contents->tensors, contents->metadata));
   ASSERT_TRUE(restored.ok()) << restored.status();
   State expected = CloneState(state);
   for (LayerState& layer : expected.layers) {

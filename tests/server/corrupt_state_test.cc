@@ -228,7 +228,8 @@ TEST_F(CorruptStateTest, ResealedDamageToTheTensorsLoadsOnlyWhileTheNumbersStayF
       ASSERT_TRUE(status.ok()) << "byte " << number.begin << " = " << value << ": " << status;
       ++loaded;
     } else {
-      ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss) << "byte " << number.begin << " = " << value;
+      ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss)
+          << "byte " << number.begin << " = " << value;
       ++refused;
     }
   }
