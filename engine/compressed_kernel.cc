@@ -2,7 +2,10 @@
 // k̄_s = sum_j e^{w_js} k_j / sum_j e^{w_js} (v̄_s likewise, j <= i), with slot
 // weights w_j = W_c x_j learned per position; each query then attends over the
 // slots: o_i = sum_s softmax_s(s q_i . k̄_s) v̄_s. The state is the three
-// weighted sums per slot, kept relative to a running max of w per slot.
+// weighted sums per slot, kept relative to a running max of w per slot: every
+// weight is at most e^0 = 1, so the sums grow at most linearly with the
+// position. They are float64 (kSumDtype), so that a token still adds its
+// weight to them after 2^24 tokens, and are read back as float32.
 
 #include <limits>
 
@@ -24,17 +27,18 @@ class CompressedKernel : public AttentionKernel {
         slots_(config.attention.slots) {}
 
   std::vector<StateTensorSpec> StateSpec() const override {
-    return {{"sum_k", {heads_, slots_, head_dim_}, torch::kFloat32},
-            {"sum_v", {heads_, slots_, head_dim_}, torch::kFloat32},
-            {"sum_w", {heads_, slots_}, torch::kFloat32},
+    return {{"sum_k", {heads_, slots_, head_dim_}, kSumDtype},
+            {"sum_v", {heads_, slots_, head_dim_}, kSumDtype},
+            {"sum_w", {heads_, slots_}, kSumDtype},
             {"max_w", {heads_, slots_}, torch::kFloat32}};
   }
 
   LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
-    return {torch::zeros({batch, heads_, slots_, head_dim_}, options),
-            torch::zeros({batch, heads_, slots_, head_dim_}, options),
-            torch::zeros({batch, heads_, slots_}, options),
-            torch::full({batch, heads_, slots_}, kRunningMaxFloor, options)};
+    const torch::TensorOptions sums = options.dtype(kSumDtype);
+    return {torch::zeros({batch, heads_, slots_, head_dim_}, sums),
+            torch::zeros({batch, heads_, slots_, head_dim_}, sums),
+            torch::zeros({batch, heads_, slots_}, sums),
+            torch::full({batch, heads_, slots_}, kRunningMaxFloor, options.dtype(torch::kFloat32))};
   }
 
   torch::Tensor Reference(const AttentionInputs& in) const override {
@@ -71,9 +75,10 @@ class CompressedKernel : public AttentionKernel {
     state[1].mul_(decay.unsqueeze(-1)).addcmul_(e.unsqueeze(-1), in.v);
     state[2].mul_(decay).add_(e);
     state[3].copy_(new_max);
-    torch::Tensor total = state[2].unsqueeze(-1) + kAttentionEps;  // (B, H, m, 1)
-    torch::Tensor pooled_k = (state[0] / total).unsqueeze(-2);     // (B, H, m, 1, d)
-    torch::Tensor pooled_v = (state[1] / total).unsqueeze(-2);
+    const torch::ScalarType dtype = in.q.scalar_type();
+    torch::Tensor total = state[2].unsqueeze(-1) + kAttentionEps;         // (B, H, m, 1)
+    torch::Tensor pooled_k = (state[0] / total).to(dtype).unsqueeze(-2);  // (B, H, m, 1, d)
+    torch::Tensor pooled_v = (state[1] / total).to(dtype).unsqueeze(-2);
     return AttendSlots(in.q, pooled_k, pooled_v, positions.view({batch, 1, 1, 1}));
   }
 
@@ -91,20 +96,23 @@ class CompressedKernel : public AttentionKernel {
             .masked_fill(CausalMask(t, t, 0, w.device()).logical_not(),
                          -std::numeric_limits<float>::infinity()));  // (B, H, m, Tc, Tc)
     torch::Tensor carry = torch::exp(max_w.unsqueeze(-1) - running_max);  // (B, H, m, Tc)
-    torch::Tensor total = carry * state[2].unsqueeze(-1) + weights.sum(-1) + kAttentionEps;
+    // Summed in float64 (the carried sum is float64), then read as float32.
+    torch::Tensor total =
+        (carry * state[2].unsqueeze(-1) + weights.sum(-1)).to(q.dtype()) + kAttentionEps;
     // The pooled keys and values k̄_{i,s} = (carry Σk_s + Σ_j w_sij k_j) / total_si
     // differ per query and slot: (B, H, m, Tc, d) each. Only their products
     // with q_i and with the slot probabilities are needed, so distribute those
     // over the sums instead and never form them: O(m Tc^2) work, not O(m Tc^2 d).
     torch::Tensor carried_scores =
-        torch::matmul(state[0], q.transpose(-1, -2));                   // (B, H, m, Tc)
+        torch::matmul(state[0].to(q.dtype()), q.transpose(-1, -2));         // (B, H, m, Tc)
     torch::Tensor qk = torch::matmul(q, k.transpose(-1, -2)).unsqueeze(2);  // (B, H, 1, Tc, Tc)
     torch::Tensor scores = (carry * carried_scores + (weights * qk).sum(-1)) / total;
     torch::Tensor scale = SoftmaxScale(config_, head_dim_, PositionRange(start, t, q.device()));
     torch::Tensor per_pooled = torch::softmax(scores * scale, 2) / total;  // p_si / total_si
     torch::Tensor mix = (per_pooled.unsqueeze(-1) * weights).sum(2);      // (B, H, Tc, Tc)
-    torch::Tensor out = torch::matmul(mix, v) +
-                        torch::matmul((per_pooled * carry).transpose(-1, -2), state[1]);
+    torch::Tensor out =
+        torch::matmul(mix, v) +
+        torch::matmul((per_pooled * carry).transpose(-1, -2), state[1].to(q.dtype()));
 
     torch::Tensor new_max = torch::maximum(max_w, w.amax(-1));      // (B, H, m)
     torch::Tensor decay = torch::exp(max_w - new_max);

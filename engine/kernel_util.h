@@ -16,6 +16,19 @@ namespace linserve {
 // denominator would otherwise be zero.
 constexpr double kAttentionEps = 1e-6;
 
+// The dtype of every state tensor that sums over positions (linear_* S and z,
+// compressed's weighted sums, vq's U and N). Each addition rounds the sum to
+// its own precision, so a term under half the sum's ulp is lost: in float32,
+// once n tokens have added terms of similar size, from about n = 2^24 on, a
+// new token no longer changes the state (vq's counts stop at 2^24 exactly).
+// In float64 a term keeps about 53 - log2(n) of its bits, so every token keeps
+// its weight to 2^53 tokens, past any length a session reaches. No sum can
+// overflow: a term is a product of float32 numbers (with factors of at most 1
+// against the running maximum for the exponential kinds), under 10^77, so
+// even 2^63 of them stay far below float64's 10^308. The sums are read back
+// as float32; only their accumulation needs the wider type.
+constexpr torch::ScalarType kSumDtype = torch::kFloat64;
+
 // Initial value of running maxima: finite (states never hold Inf) and low
 // enough that exp(kRunningMaxFloor - x) is 0 for any real logit x.
 constexpr double kRunningMaxFloor = -1e30;

@@ -10,6 +10,12 @@
 //
 // rope rotates phi(q) and phi(k) in the numerator only, so the denominator
 // stays positive; S then holds rotated features while z holds plain ones.
+//
+// S and z are sums over every position, so they are kept in float64
+// (kSumDtype): in float32 a token's term falls below half the sum's ulp from
+// about 2^24 tokens on and the state stops changing. Their size is no concern:
+// each term is at most |phi(k)| |v| (at most e^0 = 1 times |v| for
+// linear_softmax), so after n tokens they are at most n times that.
 
 #include <torch/torch.h>
 
@@ -36,16 +42,20 @@ class LinearKernel : public AttentionKernel {
         track_max_(kind_ == AttentionKind::kLinearSoftmax) {}
 
   std::vector<StateTensorSpec> StateSpec() const override {
-    std::vector<StateTensorSpec> spec = {{"S", {heads_, features_, head_dim_}, torch::kFloat32},
-                                         {"z", {heads_, features_}, torch::kFloat32}};
+    std::vector<StateTensorSpec> spec = {{"S", {heads_, features_, head_dim_}, kSumDtype},
+                                         {"z", {heads_, features_}, kSumDtype}};
     if (track_max_) spec.push_back({"m", {heads_, features_}, torch::kFloat32});
     return spec;
   }
 
   LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
-    LayerState state = {torch::zeros({batch, heads_, features_, head_dim_}, options),
-                        torch::zeros({batch, heads_, features_}, options)};
-    if (track_max_) state.push_back(torch::full({batch, heads_, features_}, kRunningMaxFloor, options));
+    LayerState state = {
+        torch::zeros({batch, heads_, features_, head_dim_}, options.dtype(kSumDtype)),
+        torch::zeros({batch, heads_, features_}, options.dtype(kSumDtype))};
+    if (track_max_) {
+      state.push_back(torch::full({batch, heads_, features_}, kRunningMaxFloor,
+                                  options.dtype(torch::kFloat32)));
+    }
     return state;
   }
 
@@ -87,8 +97,8 @@ class LinearKernel : public AttentionKernel {
     const int64_t batch = in.q.size(0);
     const RopeTables rope = Tables(positions.view({batch, 1, 1}));  // (B, 1, 1, F/2)
     const torch::Tensor& v = in.v;                                   // (B, H, 1, dv)
-    torch::Tensor& s = state[0];                                     // (B, H, F, dv)
-    torch::Tensor& z = state[1];                                     // (B, H, F)
+    torch::Tensor& s = state[0];                                     // (B, H, F, dv) float64
+    torch::Tensor& z = state[1];                                     // (B, H, F) float64
     torch::Tensor fq = FeatureQ(in.q);                               // (B, H, 1, F)
     torch::Tensor query_weights;                                     // (B, H, 1, F)
     if (!track_max_) {
@@ -108,9 +118,10 @@ class LinearKernel : public AttentionKernel {
       // Fold e^{m_f - M} into phi(q)_f, M = max_f m_f.
       query_weights = fq * torch::exp(m - m.amax(-1, true)).unsqueeze(2);
     }
-    torch::Tensor num = (Rotate(query_weights, rope).transpose(-1, -2) * s).sum(-2, true);
-    torch::Tensor den = (query_weights * z.unsqueeze(2)).sum(-1, true);  // (B, H, 1, 1)
-    return num / (den + kAttentionEps);                                  // (B, H, 1, dv)
+    const torch::ScalarType dtype = in.q.scalar_type();
+    torch::Tensor num = (Rotate(query_weights, rope).transpose(-1, -2) * s.to(dtype)).sum(-2, true);
+    torch::Tensor den = (query_weights * z.to(dtype).unsqueeze(2)).sum(-1, true);  // (B, H, 1, 1)
+    return num / (den + kAttentionEps);                                            // (B, H, 1, dv)
   }
 
  private:
@@ -120,16 +131,18 @@ class LinearKernel : public AttentionKernel {
                           int64_t start, LayerState& state) const {
     const int64_t t = q.size(2);
     const RopeTables rope = Tables(PositionRange(start, t, q.device()));
-    const torch::Tensor& s = state[0];  // (B, H, F, dv)
-    const torch::Tensor& z = state[1];  // (B, H, F)
-    torch::Tensor fq = FeatureQ(q);     // (B, H, Tc, F)
+    const torch::Tensor& s = state[0];             // (B, H, F, dv) float64
+    const torch::Tensor& z = state[1];             // (B, H, F) float64
+    const torch::Tensor s_read = s.to(q.dtype());  // float32 for the products
+    const torch::Tensor z_read = z.to(q.dtype());
+    torch::Tensor fq = FeatureQ(q);  // (B, H, Tc, F)
     torch::Tensor rq = Rotate(fq, rope);
     if (!track_max_) {
       torch::Tensor fk = FeatureK(k);
       torch::Tensor rk = Rotate(fk, rope);
       torch::Tensor intra = torch::matmul(torch::matmul(rq, rk.transpose(-1, -2)).tril(), v);
-      torch::Tensor num = torch::matmul(rq, s) + intra;
-      torch::Tensor den = (fq * (z.unsqueeze(2) + fk.cumsum(2))).sum(-1, true);
+      torch::Tensor num = torch::matmul(rq, s_read) + intra;
+      torch::Tensor den = (fq * (z_read.unsqueeze(2) + fk.cumsum(2))).sum(-1, true);
       state[0] = s + torch::matmul(rk.transpose(-1, -2), v);
       state[1] = z + fk.sum(2);
       return num / (den + kAttentionEps);
@@ -146,8 +159,8 @@ class LinearKernel : public AttentionKernel {
     torch::Tensor intra_den = (torch::matmul(fq, kappa.transpose(-1, -2)) * decay).sum(-1, true);
     // The carried state is relative to m_f <= M_i.
     torch::Tensor query_weights = fq * torch::exp(m.unsqueeze(2) - running_max.unsqueeze(-1));
-    torch::Tensor num = torch::matmul(Rotate(query_weights, rope), s) + intra_num;
-    torch::Tensor den = (query_weights * z.unsqueeze(2)).sum(-1, true) + intra_den;
+    torch::Tensor num = torch::matmul(Rotate(query_weights, rope), s_read) + intra_num;
+    torch::Tensor den = (query_weights * z_read.unsqueeze(2)).sum(-1, true) + intra_den;
 
     torch::Tensor new_max = torch::maximum(m, PairMax(k).amax(2));  // (B, H, F)
     torch::Tensor state_decay = torch::exp(m - new_max);

@@ -161,6 +161,15 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKe
       expected[TensorName(layer, spec.name)] = {ShapeAt(spec, position), spec.dtype};
     }
   }
+  // States written while the sums over positions were float32 hold the same
+  // sums, so they load widened (exactly) to the kernel's float64.
+  for (auto& [name, tensor] : contents.tensors) {
+    auto spec = expected.find(name);
+    if (spec != expected.end() && spec->second.dtype == torch::kFloat64 &&
+        tensor.scalar_type() == torch::kFloat32) {
+      tensor = tensor.to(torch::kFloat64);
+    }
+  }
   LINSERVE_RETURN_IF_ERROR(CheckTensors(contents.tensors, expected));
   // Every state a model produces is finite (the kernels take every exponent
   // against a running maximum and add epsilon to every denominator); a NaN or an

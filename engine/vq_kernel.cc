@@ -4,7 +4,9 @@
 // sum_{j <= i-W} e^{s q.C_{z_j}} v_j = sum_c e^{s q.C_c} U_c with
 // U_c = sum of the values whose key has code c and N_c their count. So the
 // state is U (c x dv), N (c) and a ring of the last W codes and values.
-// Positions fill the ring at slot position % W.
+// Positions fill the ring at slot position % W. U and N are float64
+// (kSumDtype): N counts exactly to 2^53 (float32 stops at 2^24) and U takes
+// in every value however many precede it; both are read back as float32.
 
 #include <limits>
 
@@ -32,17 +34,17 @@ class VqKernel : public AttentionKernel {
         window_bias_(params.window_bias) {}
 
   std::vector<StateTensorSpec> StateSpec() const override {
-    return {{"U", {heads_, codes_, head_dim_}, torch::kFloat32},
-            {"N", {heads_, codes_}, torch::kFloat32},
+    return {{"U", {heads_, codes_, head_dim_}, kSumDtype},
+            {"N", {heads_, codes_}, kSumDtype},
             {"ring_code", {heads_, window_}, torch::kInt64},
             {"ring_value", {heads_, window_, head_dim_}, torch::kFloat32}};
   }
 
   LayerState InitialState(int64_t batch, const torch::TensorOptions& options) const override {
-    return {torch::zeros({batch, heads_, codes_, head_dim_}, options),
-            torch::zeros({batch, heads_, codes_}, options),
+    return {torch::zeros({batch, heads_, codes_, head_dim_}, options.dtype(kSumDtype)),
+            torch::zeros({batch, heads_, codes_}, options.dtype(kSumDtype)),
             torch::zeros({batch, heads_, window_}, options.dtype(torch::kInt64)),
-            torch::zeros({batch, heads_, window_, head_dim_}, options)};
+            torch::zeros({batch, heads_, window_, head_dim_}, options.dtype(torch::kFloat32))};
   }
 
   torch::Tensor Reference(const AttentionInputs& in) const override {
@@ -67,8 +69,8 @@ class VqKernel : public AttentionKernel {
   torch::Tensor Step(const AttentionInputs& in, const torch::Tensor& positions,
                      LayerState& state) const override {
     const int64_t batch = in.q.size(0);
-    torch::Tensor& sum_values = state[0];  // U (B, H, c, dv)
-    torch::Tensor& counts = state[1];      // N (B, H, c)
+    torch::Tensor& sum_values = state[0];  // U (B, H, c, dv) float64
+    torch::Tensor& counts = state[1];      // N (B, H, c) float64
     torch::Tensor& ring_code = state[2];   // (B, H, W)
     torch::Tensor& ring_value = state[3];  // (B, H, W, dv)
     torch::Tensor slot = torch::remainder(positions, window_).view({batch, 1, 1});
@@ -78,7 +80,7 @@ class VqKernel : public AttentionKernel {
     // The position leaving the window (position - W) moves into U and N.
     torch::Tensor leaving = (positions >= window_).to(counts.dtype()).view({batch, 1, 1});
     torch::Tensor old_code = ring_code.gather(2, slot3);  // (B, H, 1)
-    torch::Tensor old_value = ring_value.gather(2, slot4) * leaving.unsqueeze(-1);
+    torch::Tensor old_value = ring_value.gather(2, slot4).to(kSumDtype) * leaving.unsqueeze(-1);
     sum_values.scatter_add_(2, old_code.unsqueeze(-1).expand({batch, heads_, 1, head_dim_}),
                             old_value);
     counts.scatter_add_(2, old_code, leaving.expand({batch, heads_, 1}));
@@ -127,8 +129,8 @@ class VqKernel : public AttentionKernel {
     const int64_t kept = std::min(window_, start + t);
     const int64_t leaving = carried + t - kept;
     torch::Tensor leaving_codes = codes.narrow(2, 0, leaving);
-    state[0] = state[0].scatter_add(
-        2, leaving_codes.unsqueeze(-1).expand({-1, -1, -1, head_dim_}), values.narrow(2, 0, leaving));
+    state[0] = state[0].scatter_add(2, leaving_codes.unsqueeze(-1).expand({-1, -1, -1, head_dim_}),
+                                    values.narrow(2, 0, leaving).to(kSumDtype));
     state[1] = state[1].scatter_add(2, leaving_codes, torch::ones_like(leaving_codes, state[1].options()));
     torch::Tensor kept_slots = torch::remainder(key_positions.narrow(0, leaving, kept), window_);
     state[2] = state[2].index_copy(2, kept_slots, codes.narrow(2, leaving, kept));
@@ -171,12 +173,14 @@ class VqKernel : public AttentionKernel {
   // codes (code_scores (B, H, T, c), weighted by U and N from `state`).
   static torch::Tensor Combine(const torch::Tensor& scores, const torch::Tensor& values,
                                const torch::Tensor& code_scores, const LayerState& state) {
+    const torch::Tensor sum_values = state[0].to(values.scalar_type());
+    const torch::Tensor counts = state[1].to(values.scalar_type());
     torch::Tensor top = torch::maximum(scores.amax(-1, true), code_scores.amax(-1, true));
     torch::Tensor key_weights = torch::exp(scores - top);
     torch::Tensor code_weights = torch::exp(code_scores - top);
-    torch::Tensor num = RowsTimes(key_weights, values) + RowsTimes(code_weights, state[0]);
-    torch::Tensor den = key_weights.sum(-1, true) +
-                        (code_weights * state[1].unsqueeze(2)).sum(-1, true);
+    torch::Tensor num = RowsTimes(key_weights, values) + RowsTimes(code_weights, sum_values);
+    torch::Tensor den =
+        key_weights.sum(-1, true) + (code_weights * counts.unsqueeze(2)).sum(-1, true);
     return num / (den + kAttentionEps);
   }
 

@@ -1,12 +1,14 @@
 // State: fixed size for the linear kinds, stack/split, device moves, and a
 // bit-exact byte round trip with clear errors for bad bytes.
 
-#include <cmath>
+#include "engine/state.h"
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "engine/language_model.h"
-#include "engine/state.h"
+#include "engine/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
 
@@ -74,6 +76,32 @@ TEST_P(StateTest, SerializesBitExactly) {
   auto b = model_->Step(*restored, {66});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(torch::equal(*a, *b));
+}
+
+// States saved while the sums over positions were float32 (same layout, same
+// format) load with those sums widened exactly, and continue from them.
+TEST_P(StateTest, Float32SumsOfOlderStatesLoadWidened) {
+  const State state = Prefilled(21);
+  auto contents = ParseSafetensors(model_->SerializeState(state));
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  int narrowed = 0;
+  for (auto& [name, tensor] : contents->tensors) {
+    if (tensor.scalar_type() != torch::kFloat64) continue;
+    tensor = tensor.to(torch::kFloat32);
+    ++narrowed;
+  }
+  if (GetParam().config.attention.kind != AttentionKind::kSoftmax) EXPECT_GT(narrowed, 0);
+  auto restored =
+      model_->DeserializeState(SerializeSafetensors(contents->tensors, contents->metadata));
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  State expected = CloneState(state);
+  for (LayerState& layer : expected.layers) {
+    for (torch::Tensor& t : layer) {
+      if (t.scalar_type() == torch::kFloat64) t = t.to(torch::kFloat32).to(torch::kFloat64);
+    }
+  }
+  EXPECT_TRUE(BitEqual(expected, *restored));
+  EXPECT_TRUE(model_->Step(*restored, {66}).ok());
 }
 
 TEST_P(StateTest, NaNOrInfInAnyTensorIsDataLossNamingIt) {

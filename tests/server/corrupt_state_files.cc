@@ -102,4 +102,22 @@ StructureRange StructureOf(const std::string& file) {
   return range;
 }
 
+NumberAt NumberAtOffset(const std::string& file, size_t offset) {
+  const StructureRange range = StructureOf(file);
+  const nlohmann::json table = nlohmann::json::parse(file.substr(
+      range.tensor_table_begin + 8, range.tensor_table_end - range.tensor_table_begin - 8));
+  const SafetensorsContents contents = PayloadOf(file);
+  for (const auto& [name, entry] : table.items()) {
+    if (name == "__metadata__") continue;
+    const size_t begin = range.tensor_table_end + entry["data_offsets"][0].get<size_t>();
+    const size_t end = range.tensor_table_end + entry["data_offsets"][1].get<size_t>();
+    if (offset < begin || offset >= end) continue;
+    const c10::ScalarType dtype = contents.tensors.at(name).scalar_type();
+    const size_t width = c10::elementSize(dtype);
+    return {begin + (offset - begin) / width * width, dtype};
+  }
+  std::fprintf(stderr, "corrupt_state_files: offset %zu is in no tensor\n", offset);
+  std::abort();
+}
+
 }  // namespace linserve

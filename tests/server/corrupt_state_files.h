@@ -45,6 +45,14 @@ struct StructureRange {
 };
 StructureRange StructureOf(const std::string& file);
 
+// The number of the payload's tensor data that byte `offset` of the file
+// falls in: where it begins in the file and the dtype of its tensor.
+struct NumberAt {
+  size_t begin = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+NumberAt NumberAtOffset(const std::string& file, size_t offset);
+
 }  // namespace linserve
 
 #endif  // LINSERVE_TESTS_SERVER_CORRUPT_STATE_FILES_H_

@@ -195,25 +195,41 @@ TEST_F(CorruptStateTest, ResealedDamageToTheTensorsLoadsOnlyWhileTheNumbersStayF
   const size_t data_bytes = file_->size() - 32 - data_begin;
   int refused = 0, loaded = 0;
   for (int i = 0; i < 500; ++i) {
-    const size_t word = random() % (data_bytes / 4);
+    const NumberAt number = NumberAtOffset(*file_, data_begin + random() % data_bytes);
     std::string damaged = *file_;
-    char* at = damaged.data() + data_begin + word * 4;
-    uint32_t bits;
-    std::memcpy(&bits, at, 4);
-    if (random() % 4 == 0) {
-      bits |= 0x7f800000u;  // exponent all ones: Inf, or NaN with a mantissa
+    char* at = damaged.data() + number.begin;
+    double value = 0;
+    if (number.dtype == torch::kFloat64) {  // the sums over positions
+      uint64_t bits;
+      std::memcpy(&bits, at, 8);
+      if (random() % 4 == 0) {
+        bits |= uint64_t{0x7ff0000000000000};  // exponent all ones
+      } else {
+        bits ^= uint64_t{1} << (random() % 64);
+      }
+      std::memcpy(at, &bits, 8);
+      std::memcpy(&value, &bits, 8);
     } else {
-      bits ^= uint32_t{1} << (random() % 32);
+      ASSERT_EQ(number.dtype, torch::kFloat32);
+      uint32_t bits;
+      std::memcpy(&bits, at, 4);
+      if (random() % 4 == 0) {
+        bits |= 0x7f800000u;  // exponent all ones: Inf, or NaN with a mantissa
+      } else {
+        bits ^= uint32_t{1} << (random() % 32);
+      }
+      std::memcpy(at, &bits, 4);
+      float single;
+      std::memcpy(&single, &bits, 4);
+      value = single;
     }
-    std::memcpy(at, &bits, 4);
-    float value;
-    std::memcpy(&value, &bits, 4);
     const absl::Status status = Load(Resealed(damaged));
     if (std::isfinite(value)) {
-      ASSERT_TRUE(status.ok()) << "word " << word << " = " << value << ": " << status;
+      ASSERT_TRUE(status.ok()) << "byte " << number.begin << " = " << value << ": " << status;
       ++loaded;
     } else {
-      ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss) << "word " << word << " = " << value;
+      ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss)
+          << "byte " << number.begin << " = " << value;
       ++refused;
     }
   }
