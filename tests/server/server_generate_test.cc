@@ -69,15 +69,15 @@ TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
 }
 
 TEST_F(GenerateTest, PiecesArriveBeforeTheCallEndsAndAreWholeUtf8) {
-  // 2,000 tokens cannot all fit the 4-message stream buffer: after reading
-  // one message the call must still be running, paused for this reader.
-  auto stub = server_->Stub();
+  // 2,000 tokens cannot all fit the narrow window and the 4-message stream
+  // buffer: after reading one message the call must still be running,
+  // paused for this reader.
+  auto stub = NarrowWindowStub(server_->address());
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, MakeRequest("héllo → 世界 ", "", 2000, 99, 1.5f));
   v1::GenerateResponse first;
   ASSERT_TRUE(reader->Read(&first));
   EXPECT_FALSE(first.has_finished());
-  absl::SleepFor(absl::Milliseconds(300));
   auto metrics = ScrapeMetrics(server_->metrics_port());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_GE(MetricValue(*metrics, "linserve_active_requests"), 1);

@@ -47,21 +47,10 @@ std::string ModelDir() {
 // the client's HTTP/2 window, or because its token budget is past what any
 // machine generates in the time.
 
-// A real client whose HTTP/2 receive window stays at 1 KB (no BDP probing,
-// which would grow it to megabytes): a stream it does not read stops taking
-// messages after about 1 KB of them.
-std::unique_ptr<v1::Linserve::Stub> NarrowWindowStub(const ServerProcess& server) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
-  return v1::Linserve::NewStub(
-      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), args));
-}
-
 // With logprobs and 20 alternatives every sampled token is one message of
-// more than 200 bytes, so a few dozen of them overflow the 1 KB window above
-// and the server's --stream_buffer_messages behind it: such a turn cannot
-// finish while its client does not read.
+// more than 200 bytes, so a few dozen of them overflow the 1 KB window of
+// NarrowWindowStub and the server's --stream_buffer_messages behind it: such
+// a turn cannot finish while its client does not read.
 v1::GenerateRequest WideRequest(const std::string& prompt, const std::string& session_id,
                                 int32_t tokens, uint64_t seed) {
   v1::GenerateRequest request = MakeRequest(prompt, session_id, tokens, seed);
@@ -124,7 +113,7 @@ TEST(LifecycleTest, OverloadAdmitsExactlyTheCapacityAndRefusesTheRestAtOnce) {
                                       "--max_batch=2", "--max_queued_requests=2",
                                       "--stream_buffer_messages=2"});
   ASSERT_TRUE(server.ok()) << server.status();
-  const auto narrow = NarrowWindowStub(**server);
+  const auto narrow = NarrowWindowStub((*server)->address());
   constexpr int kRequests = 40;
   constexpr int kTokens = 300;
   std::atomic<int> refused{0};
@@ -383,7 +372,7 @@ TEST(LifecycleTest, SigtermStopsServingAndLetsARunningTurnFinish) {
   // A turn in flight when SIGTERM arrives: unread, its 200 wide messages
   // cannot all leave, so it is still running at the signal; read on, it
   // finishes inside the grace (200 decode steps against 120 s).
-  const auto narrow = NarrowWindowStub(**server);
+  const auto narrow = NarrowWindowStub((*server)->address());
   grpc::ClientContext context;
   auto reader = narrow->Generate(&context, WideRequest("", ids[0], 200, 9));
   v1::GenerateResponse response;
@@ -457,7 +446,7 @@ TEST(LifecycleTest, AClientThatStopsReadingNeverKeepsTheServerFromStopping) {
   // The client reads one message and no more, and keeps its connection
   // open: once its window is full the server's write cannot complete, and
   // the turn sits paused.
-  const auto narrow = NarrowWindowStub(**server);
+  const auto narrow = NarrowWindowStub((*server)->address());
   grpc::ClientContext context;
   auto reader = narrow->Generate(&context, WideRequest("", session->id(), kEndless, 3));
   v1::GenerateResponse response;

@@ -35,15 +35,10 @@ double Metric(const ServerProcess& server, const std::string& series) {
 
 // A connection of its own: gRPC shares connections between channels with
 // equal arguments unless told not to.
-std::unique_ptr<v1::Linserve::Stub> OwnConnection(const ServerProcess& server) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return v1::Linserve::NewStub(
-      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), args));
-}
 
-// A Generate whose reader reads the first message and then stops: the
-// stream stays open (its turn pauses on the full buffer) until cancelled.
+// A Generate whose reader reads the first message and then stops: on a
+// NarrowWindowStub its 4,096 tokens cannot all leave, so the stream stays
+// open (its turn pauses on the full buffer) until cancelled.
 struct HeldStream {
   HeldStream(v1::Linserve::Stub& stub, const std::string& session_id = "") {
     reader = stub.Generate(&context, MakeRequest("hold", session_id, 4096, 7));
@@ -143,9 +138,9 @@ TEST(LimitsTest, StreamsPerConnectionWaitAndOpenStreamsPastTheCapAreRefused) {
       {"--model=" + ModelDir(), "--store_dir=" + FreshDir("streams-store"), "--warmup_steps=0",
        "--max_streams_per_connection=2", "--max_open_streams=3", "--stream_buffer_messages=2"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto a = OwnConnection(**server);
-  auto b = OwnConnection(**server);
-  auto c = OwnConnection(**server);
+  auto a = NarrowWindowStub((*server)->address());
+  auto b = NarrowWindowStub((*server)->address());
+  auto c = NarrowWindowStub((*server)->address());
   std::vector<std::unique_ptr<HeldStream>> held;
   held.push_back(std::make_unique<HeldStream>(*a));
   held.push_back(std::make_unique<HeldStream>(*a));
@@ -194,7 +189,7 @@ TEST(LimitsTest, SessionsInMemoryAllBusyIsResourceExhausted) {
                                       "--warmup_steps=0", "--max_sessions_in_memory=1",
                                       "--stream_buffer_messages=2"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = (*server)->Stub();
+  auto stub = NarrowWindowStub((*server)->address());
   auto busy = CreateSession(*stub, "held");
   ASSERT_TRUE(busy.ok()) << busy.status();
   // The only state in memory is busy with a turn: nothing can spill.
