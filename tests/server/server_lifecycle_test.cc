@@ -65,8 +65,11 @@ constexpr int32_t kEndless = INT_MAX;
 const char kEndlessCap[] = "--max_new_tokens_cap=2147483647";
 
 // Waits until the server reports a Generate turn paused for its reader and
-// its token count stands still between two scrapes (the write in flight is
-// stuck, not just slow), then returns true; false after `timeout`.
+// its token count stands still between two scrapes 20 ms apart, then
+// returns true; false after `timeout`. A turn can pause for an iteration
+// while a write is merely in flight, so this tells a stuck write from a slow
+// one only as well as the engine thread ran between the scrapes; what a test
+// decides after it must not depend on which it was.
 bool WaitUntilStalled(const ServerProcess& server, absl::Duration timeout) {
   double last = -1;
   for (const absl::Time give_up = absl::Now() + timeout; absl::Now() < give_up;) {
