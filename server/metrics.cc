@@ -74,6 +74,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Generate requests admitted and not yet finished")
                           .Register(r)
                           .Add({});
+  paused_requests_ = &BuildGauge()
+                          .Name("linserve_paused_requests")
+                          .Help("Generate requests paused until their stream's reader catches up")
+                          .Register(r)
+                          .Add({});
   open_streams_ = &BuildGauge()
                        .Name("linserve_open_streams")
                        .Help("Generate, ExportSession and ImportSession streams open")

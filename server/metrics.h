@@ -42,6 +42,10 @@ class Metrics {
   prometheus::Counter& generated_tokens_total() { return *generated_tokens_; }
   prometheus::Gauge& queue_depth() { return *queue_depth_; }
   prometheus::Gauge& active_requests() { return *active_requests_; }
+  // Admitted Generate requests sitting out this decode step because their
+  // stream's reader is --stream_buffer_messages behind (set every engine
+  // iteration; a reader that stopped keeps its request here).
+  prometheus::Gauge& paused_requests() { return *paused_requests_; }
   // Generate, ExportSession and ImportSession streams gRPC holds open.
   prometheus::Gauge& open_streams() { return *open_streams_; }
   prometheus::Gauge& state_bytes_per_session() { return *state_bytes_; }
@@ -68,6 +72,7 @@ class Metrics {
   prometheus::Counter* generated_tokens_;
   prometheus::Gauge* queue_depth_;
   prometheus::Gauge* active_requests_;
+  prometheus::Gauge* paused_requests_;
   prometheus::Gauge* open_streams_;
   prometheus::Gauge* state_bytes_;
   prometheus::Gauge* resident_state_bytes_;

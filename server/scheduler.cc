@@ -342,12 +342,17 @@ bool Scheduler::Impl::Prefill() {
 
 bool Scheduler::Impl::Decode() {
   std::vector<Turn*> members;
+  int paused = 0;
   for (auto& turn : active_) {
     if (turn->done || turn->prefilling() || !turn->generation) continue;
     // A slow reader's turn sits out until its stream drains: the others go on.
-    if (turn->sink && turn->sink->Buffered() >= options_.stream_buffer_messages) continue;
+    if (turn->sink && turn->sink->Buffered() >= options_.stream_buffer_messages) {
+      ++paused;
+      continue;
+    }
     members.push_back(turn.get());
   }
+  metrics_->paused_requests().Set(paused);
   if (members.empty()) return false;
   runner_.DecodeStep(members);
   return true;

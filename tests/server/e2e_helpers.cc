@@ -47,6 +47,15 @@ v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& se
   return request;
 }
 
+std::unique_ptr<v1::Linserve::Stub> NarrowWindowStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  return v1::Linserve::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
 GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest& request,
                             absl::Duration deadline) {
   grpc::ClientContext context;

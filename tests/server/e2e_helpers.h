@@ -43,6 +43,15 @@ struct GenerateOutcome {
   bool has_finished = false;
 };
 
+// A real client on a connection of its own whose HTTP/2 receive window stays
+// at 1 KB (BDP probing, which grows a default client's window to megabytes,
+// is off). A Generate stream it does not read takes about 1 KB of messages and
+// then stalls; every message costs at least 8 bytes of window (gRPC's 5-byte
+// prefix and the text field), so a turn of a few thousand tokens, left
+// unread, cannot finish however fast the machine is. (Left unread on a
+// default client, the same turn fits in the window and finishes at once.)
+std::unique_ptr<v1::Linserve::Stub> NarrowWindowStub(const std::string& address);
+
 // One Generate call read to the end.
 GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest& request,
                             absl::Duration deadline = absl::Seconds(120));

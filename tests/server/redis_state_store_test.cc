@@ -134,10 +134,22 @@ TEST_F(RedisStoreTest, ALeaseNotRenewedExpiresByItself) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
   const StoredSessionKey key{"t", "00000000000000000000000000000005"};
+  // Held: a lease long enough to outlast any machine's pause refuses others.
+  const StoredSessionKey held{"t", "00000000000000000000000000000007"};
+  ASSERT_TRUE(store->AcquireLease(held, "killed", absl::Seconds(60)).ok());
+  EXPECT_EQ(store->AcquireLease(held, "next", absl::Seconds(5)).code(),
+            absl::StatusCode::kAborted);
+  // Not renewed: the lease goes by itself, never before its 200 ms are up
+  // (how long after them is Redis's and the machine's business).
+  const absl::Time before = absl::Now();
   ASSERT_TRUE(store->AcquireLease(key, "killed", absl::Milliseconds(200)).ok());
-  EXPECT_EQ(store->AcquireLease(key, "next", absl::Seconds(5)).code(), absl::StatusCode::kAborted);
-  absl::SleepFor(absl::Milliseconds(400));
-  EXPECT_TRUE(store->AcquireLease(key, "next", absl::Seconds(5)).ok());
+  absl::Status next = absl::AbortedError("not tried");
+  while (next.code() == absl::StatusCode::kAborted && absl::Now() - before < absl::Seconds(60)) {
+    next = store->AcquireLease(key, "next", absl::Seconds(5));
+    if (!next.ok()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(next.ok()) << next;
+  EXPECT_GE(absl::Now() - before, absl::Milliseconds(200));
 }
 
 TEST_F(RedisStoreTest, DeleteRemovesStateVersionAndLease) {
@@ -152,13 +164,26 @@ TEST_F(RedisStoreTest, DeleteRemovesStateVersionAndLease) {
 }
 
 TEST_F(RedisStoreTest, EntriesExpireAfterTheTtl) {
+  // An entry within its TTL is there (a TTL long enough to outlast any
+  // machine's pause).
+  auto lasting = Open(absl::Seconds(60));
+  ASSERT_NE(lasting, nullptr);
+  const StoredSessionKey kept{"", "00000000000000000000000000000003"};
+  ASSERT_TRUE(lasting->Put(kept, "x").ok());
+  EXPECT_TRUE(lasting->Get(kept).ok());
+  // One past its TTL is gone by itself, never before its 300 ms are up.
   auto store = Open(absl::Milliseconds(300));
   ASSERT_NE(store, nullptr);
   const StoredSessionKey key{"", "00000000000000000000000000000001"};
+  const absl::Time before = absl::Now();
   ASSERT_TRUE(store->Put(key, "x").ok());
-  EXPECT_TRUE(store->Get(key).ok());
-  absl::SleepFor(absl::Milliseconds(600));
-  EXPECT_EQ(store->Get(key).status().code(), absl::StatusCode::kNotFound);
+  absl::StatusCode code = absl::StatusCode::kOk;
+  while (code == absl::StatusCode::kOk && absl::Now() - before < absl::Seconds(60)) {
+    code = store->Get(key).status().code();
+    if (code == absl::StatusCode::kOk) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(code, absl::StatusCode::kNotFound);
+  EXPECT_GE(absl::Now() - before, absl::Milliseconds(300));
 }
 
 TEST_F(RedisStoreTest, RedisDownIsUnavailableAndTheStoreRecoversWhenItReturns) {

@@ -227,9 +227,11 @@ TEST_F(ErrorsTest, SecondGenerateOnABusySessionIsRefusedAndCancelFreesIt) {
   ASSERT_TRUE(first_turn.status.ok());
   const int64_t position = first_turn.finished.position();
 
-  // A long turn whose reader stops reading: it pauses, holding the session.
+  // A long turn whose reader stops reading on a narrow window: it cannot
+  // finish, so it pauses, holding the session.
+  const auto narrow = NarrowWindowStub(server_->address());
   grpc::ClientContext context;
-  auto reader = stub->Generate(&context, MakeRequest("go", session->id(), 100000, 2));
+  auto reader = narrow->Generate(&context, MakeRequest("go", session->id(), 100000, 2));
   v1::GenerateResponse response;
   ASSERT_TRUE(reader->Read(&response));
 

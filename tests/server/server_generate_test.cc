@@ -13,6 +13,7 @@
 #include "engine/language_model.h"
 #include "engine/one_shot_generation.h"
 #include "engine/tokenizer.h"
+#include "engine/utf8_assembler.h"
 #include "server/request_validation.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"
@@ -70,15 +71,15 @@ TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
 }
 
 TEST_F(GenerateTest, PiecesArriveBeforeTheCallEndsAndAreWholeUtf8) {
-  // 2,000 tokens cannot all fit the 4-message stream buffer: after reading
-  // one message the call must still be running, paused for this reader.
-  auto stub = server_->Stub();
+  // 2,000 tokens cannot all fit the narrow window and the 4-message stream
+  // buffer: after reading one message the call must still be running,
+  // paused for this reader.
+  auto stub = NarrowWindowStub(server_->address());
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, MakeRequest("héllo → 世界 ", "", 2000, 99, 1.5f));
   v1::GenerateResponse first;
   ASSERT_TRUE(reader->Read(&first));
   EXPECT_FALSE(first.has_finished());
-  absl::SleepFor(absl::Milliseconds(300));
   auto metrics = ScrapeMetrics(server_->metrics_port());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_GE(MetricValue(*metrics, "linserve_active_requests"), 1);
@@ -160,25 +161,58 @@ TEST_F(GenerateTest, LogprobsDescribeEachSampledToken) {
   EXPECT_EQ(tokens, 20);
 }
 
+// The bytes of every sampled token of a run with logprobs on, in order.
+std::vector<std::string> TokenBytes(const GenerateOutcome& outcome) {
+  std::vector<std::string> tokens;
+  for (const auto& m : outcome.messages) {
+    for (const auto& t : m.tokens()) tokens.push_back(t.token().text());
+  }
+  return tokens;
+}
+
 TEST_F(GenerateTest, StopSequenceEndsTheTurnBeforeIt) {
   auto stub = server_->Stub();
-  // Find what the model writes, then stop on a piece of it.
-  GenerateOutcome free_run = RunGenerate(*stub, MakeRequest("q", "", 40, 11, 0.0f));
-  ASSERT_TRUE(free_run.status.ok());
+  // What the model writes without the stop sequence (same prompt and seed,
+  // greedy): the bytes of each sampled token.
+  v1::GenerateRequest free_request = MakeRequest("q", "", 40, 11, 0.0f);
+  free_request.set_logprobs(true);
+  GenerateOutcome free_run = RunGenerate(*stub, free_request);
+  ASSERT_TRUE(free_run.status.ok()) << free_run.status.error_message();
+  const std::vector<std::string> free_tokens = TokenBytes(free_run);
   std::string raw;
-  v1::GenerateRequest logged = MakeRequest("q", "", 40, 11, 0.0f);
-  logged.set_logprobs(true);
-  for (const auto& m : RunGenerate(*stub, logged).messages) {
-    for (const auto& t : m.tokens()) raw += t.token().text();
-  }
+  for (const std::string& bytes : free_tokens) raw += bytes;
   ASSERT_GE(raw.size(), 30u);
-  v1::GenerateRequest request = MakeRequest("q", "", 40, 11, 0.0f);
+  // Stop on three bytes from the middle; the turn stops at their first
+  // occurrence (at byte 20 or earlier), with the token that completes it.
   const std::string stop = raw.substr(20, 3);
+  const size_t at = raw.find(stop);
+  ASSERT_LE(at, 20u);
+  size_t tokens_to_stop = 0;
+  for (size_t bytes = 0; bytes < at + stop.size(); ++tokens_to_stop) {
+    bytes += free_tokens[tokens_to_stop].size();
+  }
+
+  v1::GenerateRequest request = MakeRequest("q", "", 40, 11, 0.0f);
   request.add_stop(stop);
+  request.set_logprobs(true);
   GenerateOutcome stopped = RunGenerate(*stub, request);
-  ASSERT_TRUE(stopped.status.ok());
+  ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
   EXPECT_EQ(stopped.finished.reason(), v1::FINISH_REASON_STOP);
-  EXPECT_LE(stopped.finished.usage().generated_tokens(), 23);
+  // The same tokens as the free run, up to the one that completed the stop.
+  EXPECT_EQ(stopped.finished.usage().generated_tokens(), static_cast<int32_t>(tokens_to_stop));
+  const std::vector<std::string> stopped_tokens = TokenBytes(stopped);
+  EXPECT_EQ(stopped_tokens, std::vector<std::string>(free_tokens.begin(),
+                                                     free_tokens.begin() + tokens_to_stop));
+  // The text is exactly the bytes before the stop sequence, as UTF-8 (what
+  // the server streams of any bytes), and never holds the stop sequence.
+  Utf8Assembler assembler;
+  std::string expected = assembler.Push(raw.substr(0, at));
+  expected += assembler.Flush();
+  EXPECT_EQ(stopped.text, expected);
+  EXPECT_EQ(stopped.text.find(stop), std::string::npos);
+  // Without the stop sequence the same turn wrote on through it.
+  EXPECT_EQ(free_run.finished.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_GT(free_tokens.size(), tokens_to_stop);
 }
 
 }  // namespace
