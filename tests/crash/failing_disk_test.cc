@@ -79,15 +79,6 @@ class FailingDiskTest : public ::testing::Test {
   std::string model_, store_, control_;
 };
 
-v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id) {
-  grpc::ClientContext context;
-  v1::GetSessionRequest request;
-  request.set_session_id(id);
-  v1::Session session;
-  EXPECT_TRUE(stub.GetSession(&context, request, &session).ok());
-  return session;
-}
-
 grpc::Status Fork(v1::Linserve::Stub& stub, const std::string& id) {
   grpc::ClientContext context;
   v1::ForkSessionRequest request;

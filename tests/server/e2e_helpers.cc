@@ -87,6 +87,15 @@ int SessionCount(v1::Linserve::Stub& stub) {
   return response.sessions_size();
 }
 
+v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  v1::GetSessionRequest request;
+  request.set_session_id(id);
+  v1::Session session;
+  EXPECT_TRUE(stub.GetSession(&context, request, &session).ok());
+  return session;
+}
+
 absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt) {
   grpc::ClientContext context;
   v1::CreateSessionRequest request;

@@ -60,6 +60,9 @@ GenerateOutcome RunGenerate(v1::Linserve::Stub& stub, const v1::GenerateRequest&
 // test failure).
 int SessionCount(v1::Linserve::Stub& stub);
 
+// GetSession; a failed call is a test failure (and an empty Session).
+v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id);
+
 absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt = "");
 
 // The state file of a session, via ExportSession.

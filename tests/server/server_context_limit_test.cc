@@ -31,15 +31,6 @@ std::unique_ptr<ServerProcess> StartWith(const ModelConfig& config, const std::s
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id) {
-  grpc::ClientContext context;
-  v1::GetSessionRequest request;
-  request.set_session_id(id);
-  v1::Session session;
-  EXPECT_TRUE(stub.GetSession(&context, request, &session).ok());
-  return session;
-}
-
 TEST(ContextLimitTest, SoftmaxPromptPastTheLimitIsRefusedNamingTheFlag) {
   auto server = StartWith(TinySoftmaxConfig(), "softmax-prompt");
   ASSERT_NE(server, nullptr);
