@@ -297,12 +297,15 @@ TEST_F(CorruptStateTest, HeaderThatDisagreesWithTheTensorsIsDataLoss) {
   EXPECT_NE(status.message().find("outside the vocabulary"), std::string::npos) << status;
 }
 
+// The address-space cap below makes allocations fail on purpose. Under ASan
+// or TSan a failed allocation must come back as null, as it does
+// uninstrumented, instead of ending the process with an out-of-memory report.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
-// The address-space cap below makes allocations fail on purpose. Under ASan
-// a failed allocation must come back as null, as it does uninstrumented,
-// instead of ending the process with an out-of-memory report.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+#if __has_feature(thread_sanitizer)
+extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
 #endif
 #endif
 
