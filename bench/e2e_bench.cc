@@ -169,13 +169,13 @@ class Client {
 
 // Output tokens/s of the engine's batched decode step, no server.
 double EngineTokensPerSecond(const std::string& model_dir, int64_t batch, int steps) {
-  auto model = LanguageModel::Load(model_dir, torch::kCPU);
+  auto model = LanguageModel::Load(model_dir, LoadOptions{});
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     std::exit(1);
   }
   State one = (*model)->NewState();
-  (void)(*model)->Prefill(one, Tokenizer((*model)->config()).Encode(Text(16), /*starts_text=*/true));
+  (void)(*model)->Prefill(one, (*model)->tokenizer().Encode(Text(16), /*starts_text=*/true));
   std::vector<const State*> copies(static_cast<size_t>(batch), &one);
   State state = StackStates(copies);
   const std::vector<int64_t> tokens(static_cast<size_t>(batch), 'e');

@@ -1,10 +1,11 @@
 // linserve-engine-bench: measures the engine's attention kinds side by side on
-// this machine, with random weights at the default model's size, and prints
+// this machine, with random weights at the default model's size, then RWKV-7
+// at published shapes against the machine's memory bandwidth, and prints
 // plain-text tables (or one JSON document with --json). Every number is a
 // median of repeats unless its section says otherwise; ratios compare numbers
 // taken in the same run.
 //
-//   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] ...
+//   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] [--rwkv7_shapes=...] ...
 
 #include <torch/torch.h>
 
@@ -28,12 +29,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_table.h"
 #include "bench/engine_measure.h"
+#include "bench/rwkv7_measure.h"
 #include "engine/language_model.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, kinds, "softmax,linear_elu,linear_softmax,linear_cosine,vq,compressed",
-          "attention kinds to measure, comma-separated");
+          "attention kinds to measure, comma-separated; empty for none");
 ABSL_FLAG(std::string, contexts, "128,1024,4096,16384",
           "contexts of the decode and state-size tables, comma-separated");
 ABSL_FLAG(int64_t, prefill_tokens, 4096, "prompt length of the prefill comparison");
@@ -47,6 +50,19 @@ ABSL_FLAG(int32_t, repeats, 15, "repeats of the matrix product and of decode tim
 ABSL_FLAG(int32_t, prefill_repeats, 3, "repeats of the chunked and reference prefill");
 ABSL_FLAG(bool, quick, false,
           "smoke run at tiny sizes (under a minute); replaces every size and repeat flag");
+ABSL_FLAG(std::string, rwkv7_shapes, "0.1b,0.4b",
+          "RWKV-7 shapes to measure with random weights (0.1b, 0.4b, tiny), comma-separated; "
+          "empty for none");
+ABSL_FLAG(std::string, rwkv7_dtypes, "float32,bfloat16",
+          "compute dtypes of the RWKV-7 rows (float32, bfloat16, float16), comma-separated");
+ABSL_FLAG(std::string, rwkv7_batches, "1,8,32", "RWKV-7 batched-decode batch sizes (1 added)");
+ABSL_FLAG(int64_t, rwkv7_prefill_tokens, 1024, "prompt length of the RWKV-7 prefill comparison");
+ABSL_FLAG(int64_t, rwkv7_recurrent_tokens, 128,
+          "of that prompt, tokens of the RWKV-7 token-by-token prefill, timed once (a step costs "
+          "the same at any position)");
+ABSL_FLAG(int32_t, rwkv7_repeats, 3,
+          "repeats of the RWKV-7 decode timings (4 single steps per batch size each)");
+ABSL_FLAG(int32_t, rwkv7_prefill_repeats, 3, "repeats of the RWKV-7 chunked prefill");
 ABSL_FLAG(std::string, device, "cpu", "where the engine runs: cpu, cuda or cuda:N");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
@@ -81,7 +97,6 @@ absl::StatusOr<EngineBenchOptions> OptionsFromFlags() {
     }
     options.kinds.push_back(*kind);
   }
-  if (options.kinds.empty()) return absl::InvalidArgumentError("--kinds is empty");
   options.device = absl::GetFlag(FLAGS_device);
   if (absl::Status device = ParseDevice(options.device).status(); !device.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--device: ", device.message()));
@@ -121,61 +136,72 @@ absl::StatusOr<EngineBenchOptions> OptionsFromFlags() {
   return options;
 }
 
-// A plain-text table: numbers right-aligned, the first column and the
-// `left_from`th on (notes) left-aligned.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, size_t left_from = SIZE_MAX)
-      : left_from_(left_from) {
-    rows_.push_back(std::move(header));
-  }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  void Print() const {
-    std::vector<size_t> widths;
-    for (const auto& row : rows_) {
-      widths.resize(std::max(widths.size(), row.size()));
-      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+absl::StatusOr<Rwkv7BenchOptions> Rwkv7OptionsFromFlags(const EngineBenchOptions& engine) {
+  Rwkv7BenchOptions options;
+  options.device = engine.device;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_rwkv7_shapes), ',', absl::SkipWhitespace())) {
+    if (absl::Status shape = Rwkv7BenchShape(std::string(name)).status(); !shape.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--rwkv7_shapes: ", shape.message()));
     }
-    for (const auto& row : rows_) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) {
-        const std::string pad(widths[i] - row[i].size(), ' ');
-        if (i > 0) line += "  ";
-        line += i == 0 || i >= left_from_ ? row[i] + pad : pad + row[i];
-      }
-      line.erase(line.find_last_not_of(' ') + 1);
-      absl::PrintF("  %s\n", line);
-    }
-    absl::PrintF("\n");
+    options.shapes.emplace_back(name);
   }
-
- private:
-  const size_t left_from_;
-  std::vector<std::vector<std::string>> rows_;
-};
-
-std::string Bytes(int64_t bytes) {
-  if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.1f KiB", bytes / 1024.0);
-  if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
-  return absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_rwkv7_dtypes), ',', absl::SkipWhitespace())) {
+    absl::StatusOr<torch::ScalarType> dtype = ParseDtype(std::string(name));
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--rwkv7_dtypes: ", dtype.status().message()));
+    }
+    options.dtypes.push_back(*dtype);
+  }
+  if (!options.shapes.empty() && options.dtypes.empty()) {
+    return absl::InvalidArgumentError("--rwkv7_dtypes is empty");
+  }
+  if (absl::GetFlag(FLAGS_quick)) {
+    if (!options.shapes.empty()) options.shapes = {"tiny"};
+    options.batches = {1, 4};
+    options.decode_steps = 2;
+    options.repeats = 2;
+    options.prefill_repeats = 1;
+    options.prefill_tokens = 64;
+    options.recurrent_tokens = 16;
+    options.bandwidth_bytes = int64_t{64} << 20;
+    return options;
+  }
+  absl::StatusOr<std::vector<int64_t>> batches =
+      ParseIntList("rwkv7_batches", absl::StrCat("1,", absl::GetFlag(FLAGS_rwkv7_batches)));
+  if (!batches.ok()) return batches.status();
+  options.batches = *std::move(batches);
+  options.prefill_tokens = absl::GetFlag(FLAGS_rwkv7_prefill_tokens);
+  options.recurrent_tokens =
+      std::min(absl::GetFlag(FLAGS_rwkv7_recurrent_tokens), options.prefill_tokens);
+  options.repeats = absl::GetFlag(FLAGS_rwkv7_repeats);
+  options.prefill_repeats = absl::GetFlag(FLAGS_rwkv7_prefill_repeats);
+  if (options.prefill_tokens <= 0 || options.recurrent_tokens <= 0 || options.repeats <= 0 ||
+      options.prefill_repeats <= 0) {
+    return absl::InvalidArgumentError(
+        "--rwkv7_prefill_tokens, --rwkv7_recurrent_tokens, --rwkv7_repeats and "
+        "--rwkv7_prefill_repeats must be positive");
+  }
+  return options;
 }
-
-std::string Ratio(double numerator, double denominator) {
-  if (denominator <= 0) return "-";
-  return absl::StrFormat("%.2fx", numerator / denominator);
-}
-
-std::string Rate(double tokens_per_s) { return absl::StrFormat("%.0f", tokens_per_s); }
 
 void PrintHeader(const MachineInfo& machine, const MatmulPeak& peak) {
   const ModelConfig c = BenchModelConfig(AttentionKind::kLinearElu);
   absl::PrintF("linserve engine benchmark, %s\n", machine.date);
   absl::PrintF("machine: %d cores, %s\n", machine.cores, machine.cpu_model);
-  absl::PrintF("BLAS: %s (LibTorch BLAS_INFO=%s)\n",
+  absl::PrintF("BLAS: %s (LibTorch BLAS_INFO=%s)%s\n",
                machine.blas.empty() ? std::string("no BLAS library mapped")
                                     : absl::StrJoin(machine.blas, ", "),
-               machine.torch_blas_info);
+               machine.torch_blas_info,
+               machine.openblas_core.empty()
+                   ? ""
+                   : absl::StrCat(", OpenBLAS kernels ", machine.openblas_core));
+  if (machine.openblas_core == "Prescott" && machine.cpu_has_avx2) {
+    absl::PrintF(
+        "  note: this OpenBLAS does not know the CPU and runs its SSE3 kernels; "
+        "OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) selects faster ones\n");
+  }
   absl::PrintF("LibTorch %s, device %s, torch threads %d, OPENBLAS_NUM_THREADS=%s\n",
                machine.torch_version, machine.device, machine.torch_threads,
                machine.openblas_threads);
@@ -284,6 +310,101 @@ void PrintBatched(const std::vector<BatchRow>& rows, const EngineBenchOptions& o
   flops.Print();
 }
 
+std::string Megabytes(int64_t bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
+
+// The batch-1 decode bound: the weights' bytes streamed once per token at the
+// measured read bandwidth.
+double BoundMs(const Rwkv7Row& row, const MemoryBandwidth& bandwidth) {
+  return 1e3 * static_cast<double>(row.weight_bytes_per_token) / (bandwidth.read_gb_per_s * 1e9);
+}
+
+void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
+                const Rwkv7BenchOptions& o) {
+  absl::PrintF(
+      "6. RWKV-7, random weights at published shapes (0.1b: 12 layers x 768, 12 heads of 64; "
+      "0.4b: 24 x 1024, 16 heads of 64; both V 65536, Dw = Da = 64, Dv = 32, Dg = 128, FFN 4 x "
+      "width); chunk %d\n",
+      o.chunk_size);
+  absl::PrintF(
+      "   memory bandwidth, one thread over %s, median of %d: read (torch::sum) %.1f GB/s, copy "
+      "%.1f GB/s (bytes read + written)\n\n",
+      Bytes(bandwidth.bytes), bandwidth.repeats, bandwidth.read_gb_per_s, bandwidth.copy_gb_per_s);
+  absl::PrintF(
+      "   Batch-1 decode against this machine's bound (bound = weight bytes read per token, the "
+      "embedding as one row, / read bandwidth; decode: median of %d single steps)\n",
+      o.repeats * o.decode_steps);
+  Table decode({"shape", "dtype", "parameters", "weights/token", "bound ms", "decode ms",
+                "measured/bound", "state/session", "init s"});
+  for (const Rwkv7Row& row : rows) {
+    decode.Add(
+        {row.shape, DtypeName(row.dtype), absl::StrFormat("%.1fM", row.parameters / 1e6),
+         Megabytes(row.weight_bytes_per_token), absl::StrFormat("%.1f", BoundMs(row, bandwidth)),
+         absl::StrFormat("%.1f", row.decode_ms), Ratio(row.decode_ms, BoundMs(row, bandwidth)),
+         Bytes(row.state_bytes), absl::StrFormat("%.1f", row.init_seconds)});
+  }
+  decode.Print();
+  absl::PrintF("   target: 0.1b decode within 1.5x of its bound\n\n");
+
+  size_t target = o.batches.size() - 1;
+  for (size_t i = 0; i < o.batches.size(); ++i) {
+    if (o.batches[i] == 32) target = i;
+  }
+  absl::PrintF(
+      "   Batched decode and prefill of a %d-token prompt, tokens/s (decode: median of %d single "
+      "steps per batch size; chunked: median of %d; token by token: one run over %d tokens)\n",
+      o.prefill_tokens, o.repeats * o.decode_steps, o.prefill_repeats, o.recurrent_tokens);
+  std::vector<std::string> header = {"shape", "dtype"};
+  for (int64_t b : o.batches) header.push_back(absl::StrCat("batch ", b));
+  header.push_back(absl::StrCat(o.batches[target], "/", o.batches.front()));
+  for (const char* name : {"chunked", "token by token", "chunked/token by token"}) {
+    header.push_back(name);
+  }
+  Table rates(header);
+  for (const Rwkv7Row& row : rows) {
+    std::vector<std::string> cells = {row.shape, DtypeName(row.dtype)};
+    for (double rate : row.batched_tokens_per_s) cells.push_back(absl::StrFormat("%.1f", rate));
+    cells.push_back(Ratio(row.batched_tokens_per_s[target], row.batched_tokens_per_s.front()));
+    cells.push_back(absl::StrFormat("%.1f", row.chunked_tokens_per_s));
+    cells.push_back(absl::StrFormat("%.1f", row.recurrent_tokens_per_s));
+    cells.push_back(Ratio(row.chunked_tokens_per_s, row.recurrent_tokens_per_s));
+    rates.Add(cells);
+  }
+  rates.Print();
+  absl::PrintF("   targets: batch 32 / batch 1 >= 8x; chunked / token by token >= 5x\n\n");
+}
+
+nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
+                         const Rwkv7BenchOptions& o) {
+  nlohmann::json j;
+  j["options"] = {{"batches", o.batches},
+                  {"decode_steps", o.decode_steps},
+                  {"repeats", o.repeats},
+                  {"prefill_tokens", o.prefill_tokens},
+                  {"recurrent_tokens", o.recurrent_tokens},
+                  {"prefill_repeats", o.prefill_repeats},
+                  {"chunk_size", o.chunk_size}};
+  j["bandwidth"] = {{"bytes", bandwidth.bytes},
+                    {"repeats", bandwidth.repeats},
+                    {"read_gb_per_s", bandwidth.read_gb_per_s},
+                    {"copy_gb_per_s", bandwidth.copy_gb_per_s}};
+  j["rows"] = nlohmann::json::array();
+  for (const Rwkv7Row& row : rows) {
+    j["rows"].push_back({{"shape", row.shape},
+                         {"dtype", DtypeName(row.dtype)},
+                         {"config", Rwkv7ConfigToJson(Rwkv7BenchShape(row.shape).value())},
+                         {"parameters", row.parameters},
+                         {"weight_bytes_per_token", row.weight_bytes_per_token},
+                         {"state_bytes", row.state_bytes},
+                         {"init_seconds", row.init_seconds},
+                         {"decode_ms", row.decode_ms},
+                         {"bound_ms", BoundMs(row, bandwidth)},
+                         {"batched_tokens_per_s", row.batched_tokens_per_s},
+                         {"chunked_tokens_per_s", row.chunked_tokens_per_s},
+                         {"recurrent_tokens_per_s", row.recurrent_tokens_per_s}});
+  }
+  return j;
+}
+
 nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
                       const EngineBenchOptions& o, const std::vector<DecodeRow>& decode,
                       const std::vector<StateRow>& states, const std::vector<PrefillRow>& prefill,
@@ -293,6 +414,7 @@ nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
                   {"cpu_model", machine.cpu_model},
                   {"blas", machine.blas},
                   {"torch_blas_info", machine.torch_blas_info},
+                  {"openblas_core", machine.openblas_core},
                   {"torch_version", machine.torch_version},
                   {"device", machine.device},
                   {"torch_threads", machine.torch_threads},
@@ -325,7 +447,7 @@ nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
   return j;
 }
 
-int Run(const EngineBenchOptions& options, bool json) {
+int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, bool json) {
   const auto start = std::chrono::steady_clock::now();
   // Tables go out as each section finishes, so a long run shows them early.
   auto print = [json](auto&& print_section) {
@@ -341,28 +463,47 @@ int Run(const EngineBenchOptions& options, bool json) {
 
   std::vector<DecodeRow> decode;
   std::vector<StateRow> states;
-  for (AttentionKind kind : options.kinds) {
-    decode.push_back(MeasureDecode(kind, options));
-    states.push_back(MeasureStateBytes(kind, options.contexts));
-  }
-  print([&] {
-    PrintDecode(decode, options);
-    PrintStates(states, options);
-  });
-
   std::vector<PrefillRow> prefill;
-  for (AttentionKind kind : options.kinds) prefill.push_back(MeasurePrefill(kind, options));
-  print([&] { PrintPrefill(prefill, options); });
-
   std::vector<BatchRow> batched;
-  for (AttentionKind kind : options.kinds) batched.push_back(MeasureBatchedDecode(kind, options));
-  print([&] { PrintBatched(batched, options, peak); });
+  if (!options.kinds.empty()) {
+    for (AttentionKind kind : options.kinds) {
+      decode.push_back(MeasureDecode(kind, options));
+      states.push_back(MeasureStateBytes(kind, options.contexts));
+    }
+    print([&] {
+      PrintDecode(decode, options);
+      PrintStates(states, options);
+    });
+
+    for (AttentionKind kind : options.kinds) prefill.push_back(MeasurePrefill(kind, options));
+    print([&] { PrintPrefill(prefill, options); });
+
+    for (AttentionKind kind : options.kinds) {
+      batched.push_back(MeasureBatchedDecode(kind, options));
+    }
+    print([&] { PrintBatched(batched, options, peak); });
+  }
+
+  // RWKV-7: one model at a time (the 0.4b shape is 1.7 GB in float32).
+  MemoryBandwidth bandwidth;
+  std::vector<Rwkv7Row> rwkv7_rows;
+  if (!rwkv7.shapes.empty()) {
+    std::cerr << "memory bandwidth" << std::endl;
+    bandwidth = MeasureMemoryBandwidth(rwkv7.bandwidth_bytes, /*repeats=*/9, rwkv7.device);
+    for (const std::string& shape : rwkv7.shapes) {
+      for (torch::ScalarType dtype : rwkv7.dtypes) {
+        rwkv7_rows.push_back(MeasureRwkv7(shape, dtype, rwkv7));
+      }
+    }
+    print([&] { PrintRwkv7(rwkv7_rows, bandwidth, rwkv7); });
+  }
 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print([&] { absl::PrintF("run time: %.0f s\n", seconds); });
   if (json) {
     nlohmann::json report = ToJson(machine, peak, options, decode, states, prefill, batched);
+    if (!rwkv7.shapes.empty()) report["rwkv7"] = Rwkv7Json(rwkv7_rows, bandwidth, rwkv7);
     report["run_seconds"] = seconds;
     absl::PrintF("%s\n", report.dump(2));
   }
@@ -381,15 +522,21 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "measures the engine's attention kinds side by side: decode cost against context, state "
-      "size, prefill forms and batched decode");
+      "size, prefill forms and batched decode; then RWKV-7 at published shapes against this "
+      "machine's memory bound");
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<linserve::EngineBenchOptions> options = linserve::OptionsFromFlags();
-  if (!options.ok()) {
-    std::cerr << options.status().message() << std::endl;
+  absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
+      options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();
+  if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty()) {
+    rwkv7 = absl::InvalidArgumentError("--kinds and --rwkv7_shapes are both empty");
+  }
+  if (!rwkv7.ok()) {
+    std::cerr << rwkv7.status().message() << std::endl;
     return 2;
   }
   try {
-    return linserve::Run(*options, absl::GetFlag(FLAGS_json));
+    return linserve::Run(*options, *rwkv7, absl::GetFlag(FLAGS_json));
   } catch (const c10::Error& e) {
     std::cerr << "engine error: " << e.what_without_backtrace() << std::endl;
     return 1;

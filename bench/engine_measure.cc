@@ -1,6 +1,7 @@
 #include "bench/engine_measure.h"
 
 #include <ATen/Version.h>
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -21,7 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/attention_kernel.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/state.h"
 
 namespace linserve {
@@ -33,22 +34,6 @@ using Clock = std::chrono::steady_clock;
 // a clock read without this would time only their launch.
 void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
-template <typename Fn>
-double TimeSeconds(const torch::Device& device, Fn&& fn) {
-  Synchronize(device);
-  const Clock::time_point start = Clock::now();
-  fn();
-  Synchronize(device);
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
 torch::Tensor RandomTokens(const ModelConfig& config, int64_t batch, int64_t length,
@@ -102,6 +87,14 @@ std::vector<std::string> MappedBlasLibraries() {
   return {found.begin(), found.end()};
 }
 
+std::string OpenBlasCore() {
+  using CoreName = char* (*)();
+  auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (core_name == nullptr) return "";
+  const char* name = core_name();
+  return name != nullptr ? name : "";
+}
+
 // Debian's LibTorch says "generic": it calls whatever libblas.so.3 resolves to.
 std::string TorchBlasInfo() {
   const std::string key = "BLAS_INFO=";
@@ -114,6 +107,21 @@ std::string TorchBlasInfo() {
 }
 
 }  // namespace
+
+double TimeSeconds(const torch::Device& device, const std::function<void()>& fn) {
+  Synchronize(device);
+  const Clock::time_point start = Clock::now();
+  fn();
+  Synchronize(device);
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
 
 ModelConfig BenchModelConfig(AttentionKind kind) {
   ModelConfig config;
@@ -136,6 +144,9 @@ MachineInfo ReadMachineInfo(const std::string& device) {
   info.cpu_model = FirstField("/proc/cpuinfo", "model name");
   info.blas = MappedBlasLibraries();
   info.torch_blas_info = TorchBlasInfo();
+  info.openblas_core = OpenBlasCore();
+  info.cpu_has_avx2 =
+      absl::StrContains(absl::StrCat(" ", FirstField("/proc/cpuinfo", "flags"), " "), " avx2 ");
 #ifdef TORCH_VERSION
   info.torch_version = TORCH_VERSION;
 #else
@@ -178,7 +189,7 @@ DecodeRow MeasureDecode(AttentionKind kind, const EngineBenchOptions& options) {
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
   const torch::Device device(options.device);
-  auto model = LanguageModel::Create(config, options.seed, device);
+  auto model = TransformerModel::Create(config, options.seed, device);
   Transformer& net = model->module();
   const torch::Tensor token = RandomTokens(config, 1, 1, device).view({1});  // (B)
 
@@ -234,8 +245,9 @@ StateRow MeasureStateBytes(AttentionKind kind, const std::vector<int64_t>& conte
   const auto softmax = MakeAttentionKernel(softmax_config, AttentionParams{});
   StateRow row{kind, {}, {}};
   for (int64_t context : contexts) {
-    const int64_t bytes = StateBytes(*kernel, config.n_layers, context);
-    const int64_t kv_bytes = StateBytes(*softmax, softmax_config.n_layers, context);
+    const int64_t bytes = StateBytes(StateLayout{kernel->StateSpec(), config.n_layers}, context);
+    const int64_t kv_bytes =
+        StateBytes(StateLayout{softmax->StateSpec(), softmax_config.n_layers}, context);
     row.bytes.push_back(bytes);
     row.vs_softmax.push_back(static_cast<double>(bytes) / static_cast<double>(kv_bytes));
   }
@@ -246,7 +258,7 @@ PrefillRow MeasurePrefill(AttentionKind kind, const EngineBenchOptions& options)
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
   const torch::Device device(options.device);
-  auto model = LanguageModel::Create(config, options.seed, device);
+  auto model = TransformerModel::Create(config, options.seed, device);
   Transformer& net = model->module();
   PrefillRow row{kind};
   const int64_t n = options.prefill_tokens;
@@ -298,7 +310,7 @@ BatchRow MeasureBatchedDecode(AttentionKind kind, const EngineBenchOptions& opti
   torch::NoGradGuard no_grad;
   const ModelConfig config = BenchModelConfig(kind);
   const torch::Device device(options.device);
-  auto model = LanguageModel::Create(config, options.seed, device);
+  auto model = TransformerModel::Create(config, options.seed, device);
   Transformer& net = model->module();
   BatchRow row{kind, {}, {}, {}};
 

@@ -6,13 +6,23 @@
 // engine_bench.cc turns them into tables. Not thread-safe: one thread runs
 // the whole benchmark, and the timings assume nothing else runs beside it.
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/model_config.h"
 
 namespace linserve {
+
+// Seconds `fn` takes, waiting for the work queued on `device` before and
+// after (CUDA kernels run asynchronously).
+double TimeSeconds(const c10::Device& device, const std::function<void()>& fn);
+
+// The median of `values`; 0 when empty.
+double Median(std::vector<double> values);
 
 struct EngineBenchOptions {
   std::vector<AttentionKind> kinds;
@@ -24,9 +34,9 @@ struct EngineBenchOptions {
   // Decode steps are timed one by one and summarised by their median, over
   // repeats that go round the contexts (or batch sizes): a shared machine's
   // noise comes in bursts, which such a median leaves out.
-  int64_t decode_steps = 16;        // steps timed per repeat (batch 1)
-  int repeats = 15;                 // repeats of the fast measurements
-  int prefill_repeats = 3;          // repeats of chunked and reference prefill
+  int64_t decode_steps = 16;                       // steps timed per repeat (batch 1)
+  int repeats = 15;                                // repeats of the fast measurements
+  int prefill_repeats = 3;                         // repeats of chunked and reference prefill
   int64_t reference_max_bytes = int64_t{4} << 30;  // above: reference at fallback length
   int64_t reference_fallback_tokens = 1024;
   uint64_t seed = 1;
@@ -42,6 +52,11 @@ struct MachineInfo {
   std::string cpu_model;          // /proc/cpuinfo "model name"
   std::vector<std::string> blas;  // mapped libraries whose path names BLAS (after a matmul)
   std::string torch_blas_info;    // BLAS_INFO from LibTorch's build configuration
+  // OpenBLAS's kernel set for this CPU ("Haswell", "SkylakeX", ...; "" with
+  // another BLAS): an OpenBLAS older than the CPU falls back to "Prescott",
+  // SSE3 kernels, unless $OPENBLAS_CORETYPE names one.
+  std::string openblas_core;
+  bool cpu_has_avx2 = false;  // /proc/cpuinfo flags
   std::string torch_version;
   std::string device;            // EngineBenchOptions::device
   int torch_threads = 0;         // torch::get_num_threads()

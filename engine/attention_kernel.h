@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include "engine/model_config.h"
+#include "engine/state.h"
 
 namespace linserve {
 
@@ -17,17 +18,6 @@ struct AttentionInputs {
   torch::Tensor k;
   torch::Tensor v;
   torch::Tensor slot_logits;  // compressed only: (B, H, T, slots)
-};
-
-// The recurrent state of one layer for a batch of sessions: the kind's fixed
-// list of tensors, each with a leading batch dimension B.
-using LayerState = std::vector<torch::Tensor>;
-
-// Describes one state tensor of a kind, per session (no batch dimension).
-struct StateTensorSpec {
-  std::string name;
-  std::vector<int64_t> shape;  // -1 marks the dimension that grows with the position
-  torch::ScalarType dtype;
 };
 
 // The math of one attention kind in its three forms (docs/DESIGN.md, "The model").

@@ -17,7 +17,7 @@ enum class FinishReason {
   kNone,    // still running
   kLength,  // max_new_tokens reached
   kStop,    // a stop sequence matched
-  kEos,     // the model sampled EOS (and ignore_eos is off)
+  kEos,     // the model sampled EOS (and ignore_eos is off); never without an EOS id
 };
 
 const char* FinishReasonName(FinishReason reason);
@@ -40,8 +40,9 @@ class Generation {
     FinishReason finish;  // kNone while the request goes on
   };
 
-  // Samples the next token from one step's logits (one per vocabulary id).
-  // Must not be called once finished().
+  // Samples the next token from one step's logits (one per vocabulary id),
+  // never one of the tokenizer's never_sampled() ids. Must not be called once
+  // finished().
   Step Next(absl::Span<const float> logits);
 
   // Ends a generation from outside (cancellation): the text held back as a
@@ -56,7 +57,12 @@ class Generation {
   Sampler& sampler() { return sampler_; }
 
  private:
-  const int64_t eos_id_;
+  // `logits`, or a copy of it with the never_sampled ids at -inf.
+  absl::Span<const float> Sampleable(absl::Span<const float> logits);
+
+  const int64_t eos_id_;  // -1: the vocabulary has none
+  const std::vector<int64_t> never_sampled_;
+  std::vector<float> masked_logits_;  // scratch for Sampleable, reused across steps
   const int32_t max_new_tokens_;
   const bool ignore_eos_;
   Sampler sampler_;

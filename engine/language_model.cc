@@ -1,20 +1,12 @@
 #include "engine/language_model.h"
 
-#include <filesystem>
-
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "engine/fingerprint.h"
-#include "engine/safetensors.h"
 #include "engine/status_macros.h"
 
 namespace linserve {
 namespace {
-
-constexpr char kConfigFile[] = "config.json";
-constexpr char kWeightsFile[] = "model.safetensors";
 
 absl::Status CheckTokens(absl::Span<const int64_t> tokens, int64_t vocab_size) {
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -50,65 +42,25 @@ absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("device '", name, "' is not cpu, cuda or cuda:N"));
 }
 
-LanguageModel::LanguageModel(const ModelConfig& config, Transformer module)
-    : config_(config), module_(std::move(module)) {
-  module_->eval();
+absl::StatusOr<torch::ScalarType> ParseComputeDtype(const std::string& name) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "bfloat16") return torch::kBFloat16;
+  if (name == "float16") return torch::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype '", name, "' is not float32, bfloat16 or float16"));
 }
 
-std::unique_ptr<LanguageModel> LanguageModel::Create(const ModelConfig& config, uint64_t seed,
-                                                     const torch::Device& device) {
-  torch::manual_seed(seed);
-  Transformer module(config);
-  module->to(device);
-  return std::unique_ptr<LanguageModel>(new LanguageModel(config, std::move(module)));
-}
-
-absl::StatusOr<std::unique_ptr<LanguageModel>> LanguageModel::Load(const std::string& dir,
-                                                                   const torch::Device& device) {
-  LINSERVE_ASSIGN_OR_RETURN(ModelConfig config,
-                            ReadModelConfig((std::filesystem::path(dir) / kConfigFile).string()));
-  LINSERVE_ASSIGN_OR_RETURN(
-      SafetensorsContents weights,
-      ReadSafetensorsFile((std::filesystem::path(dir) / kWeightsFile).string()));
-  try {
-    Transformer module(config);
-    std::map<std::string, TensorSpec> expected;
-    for (const auto& item : module->named_parameters()) {
-      expected[item.key()] = {item.value().sizes().vec(), item.value().scalar_type()};
-    }
-    LINSERVE_RETURN_IF_ERROR(CheckTensors(weights.tensors, expected));
-    torch::NoGradGuard no_grad;
-    for (auto& item : module->named_parameters()) {
-      item.value().copy_(weights.tensors.at(item.key()));
-    }
-    module->to(device);
-    return std::unique_ptr<LanguageModel>(new LanguageModel(config, std::move(module)));
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
+const char* ComputeDtypeName(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: return "unsupported";
   }
 }
-
-absl::Status LanguageModel::Save(const std::string& dir) const {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", error.message()));
-  LINSERVE_RETURN_IF_ERROR(
-      WriteSafetensorsFile((std::filesystem::path(dir) / kWeightsFile).string(), Weights()));
-  return WriteModelConfig(config_, (std::filesystem::path(dir) / kConfigFile).string());
-}
-
-TensorMap LanguageModel::Weights() const {
-  TensorMap tensors;
-  for (const auto& item : module_->named_parameters()) {
-    tensors[item.key()] = item.value().detach().cpu();
-  }
-  return tensors;
-}
-
-std::string LanguageModel::Fingerprint() const { return ModelFingerprint(config_, Weights()); }
 
 int64_t LanguageModel::StateBytes(int64_t position) const {
-  return linserve::StateBytes(kernel(), config_.n_layers, position);
+  return linserve::StateBytes(state_layout(), position);
 }
 
 absl::StatusOr<std::vector<float>> LanguageModel::Prefill(State& state,
@@ -130,14 +82,15 @@ absl::StatusOr<torch::Tensor> LanguageModel::PrefillBatch(State& batch,
       return absl::InvalidArgumentError("Prefill: sessions must stand at the same position");
     }
   }
-  LINSERVE_RETURN_IF_ERROR(CheckTokens(tokens, config_.vocab_size));
+  LINSERVE_RETURN_IF_ERROR(CheckTokens(tokens, vocab_size()));
   try {
     torch::NoGradGuard no_grad;
     // On failure the state must stay as it was: advance a shallow copy.
     State next = batch;
-    torch::Tensor logits =
-        module_->ForwardChunked(TokenTensor(tokens, device()).view({sessions, -1}), next);
-    torch::Tensor last = logits.select(1, -1).to(torch::kCPU, torch::kFloat32).contiguous();
+    torch::Tensor last =
+        ForwardPrefill(TokenTensor(tokens, device()).view({sessions, -1}), next)
+            .to(torch::kCPU, torch::kFloat32)
+            .contiguous();
     batch = std::move(next);
     return last;  // (B, V)
   } catch (const c10::Error& e) {
@@ -150,10 +103,10 @@ absl::StatusOr<torch::Tensor> LanguageModel::Step(State& batch, absl::Span<const
     return absl::InvalidArgumentError(absl::StrCat("Step: ", tokens.size(), " tokens for ",
                                                    batch.batch_size(), " sessions"));
   }
-  LINSERVE_RETURN_IF_ERROR(CheckTokens(tokens, config_.vocab_size));
+  LINSERVE_RETURN_IF_ERROR(CheckTokens(tokens, vocab_size()));
   try {
     torch::NoGradGuard no_grad;
-    return module_->ForwardStep(TokenTensor(tokens, device()), batch)
+    return ForwardDecode(TokenTensor(tokens, device()), batch)
         .to(torch::kCPU, torch::kFloat32)
         .contiguous();
   } catch (const c10::Error& e) {
@@ -161,13 +114,17 @@ absl::StatusOr<torch::Tensor> LanguageModel::Step(State& batch, absl::Span<const
   }
 }
 
+std::vector<State> LanguageModel::SplitState(const State& batch) const {
+  return linserve::SplitState(batch, state_layout());
+}
+
 std::string LanguageModel::SerializeState(const State& state) const {
-  return linserve::SerializeState(MoveState(state, torch::kCPU), kernel());
+  return linserve::SerializeState(MoveState(state, torch::kCPU), state_layout());
 }
 
 absl::StatusOr<State> LanguageModel::DeserializeState(std::string_view bytes) const {
   try {
-    return linserve::DeserializeState(bytes, kernel(), config_.n_layers, device());
+    return linserve::DeserializeState(bytes, state_layout(), device());
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat("state: ", e.what_without_backtrace()));
   }

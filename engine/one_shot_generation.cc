@@ -11,7 +11,7 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model, State& state,
                                         absl::Span<const int64_t> prompt,
                                         const SamplingParams& params) {
   LINSERVE_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(state, prompt));
-  Generation generation(Tokenizer(model.config()), params,
+  Generation generation(model.tokenizer(), params,
                         std::vector<int64_t>(prompt.begin(), prompt.end()));
   GenerateResult result;
   while (true) {

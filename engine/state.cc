@@ -33,14 +33,21 @@ std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
 
 }  // namespace
 
-int64_t StateBytes(const AttentionKernel& kernel, int64_t n_layers, int64_t position) {
+bool StateLayout::Grows() const {
+  for (const StateTensorSpec& spec : layer) {
+    if (std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end()) return true;
+  }
+  return false;
+}
+
+int64_t StateBytes(const StateLayout& layout, int64_t position) {
   int64_t bytes = 0;
-  for (const StateTensorSpec& spec : kernel.StateSpec()) {
+  for (const StateTensorSpec& spec : layout.layer) {
     int64_t numel = 1;
     for (int64_t dim : ShapeAt(spec, position)) numel *= dim;
     bytes += numel * static_cast<int64_t>(c10::elementSize(spec.dtype));
   }
-  return bytes * n_layers;
+  return bytes * layout.n_layers;
 }
 
 State StackStates(const std::vector<const State*>& states) {
@@ -75,8 +82,8 @@ State StackStates(const std::vector<const State*>& states) {
   return out;
 }
 
-std::vector<State> SplitState(const State& batch, const AttentionKernel& kernel) {
-  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
+  const std::vector<StateTensorSpec>& specs = layout.layer;
   std::vector<bool> grows;
   for (const StateTensorSpec& spec : specs) {
     grows.push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
@@ -120,10 +127,10 @@ State MoveState(const State& state, const torch::Device& device) {
   return out;
 }
 
-std::string SerializeState(const State& state, const AttentionKernel& kernel) {
+std::string SerializeState(const State& state, const StateLayout& layout) {
   TORCH_CHECK(state.batch_size() == 1, "SerializeState: one session at a time");
   const int64_t position = state.positions[0];
-  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+  const std::vector<StateTensorSpec>& specs = layout.layer;
   TensorMap tensors;
   for (size_t layer = 0; layer < state.layers.size(); ++layer) {
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -140,8 +147,9 @@ std::string SerializeState(const State& state, const AttentionKernel& kernel) {
       tensors, {{kFormatKey, kFormatValue}, {kPositionKey, absl::StrCat(position)}});
 }
 
-absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKernel& kernel,
-                                       int64_t n_layers, const torch::Device& device) {
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
+                                       const torch::Device& device) {
+  const int64_t n_layers = layout.n_layers;
   LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(bytes));
   auto format = contents.metadata.find(kFormatKey);
   if (format == contents.metadata.end() || format->second != kFormatValue) {
@@ -154,7 +162,7 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKe
       position < 0) {
     return absl::DataLossError("state: metadata 'position' is missing or not a count");
   }
-  const std::vector<StateTensorSpec> specs = kernel.StateSpec();
+  const std::vector<StateTensorSpec>& specs = layout.layer;
   std::map<std::string, TensorSpec> expected;
   for (int64_t layer = 0; layer < n_layers; ++layer) {
     for (const StateTensorSpec& spec : specs) {

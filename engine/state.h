@@ -5,10 +5,31 @@
 #include <string_view>
 #include <vector>
 
+#include <torch/types.h>
+
 #include "absl/status/statusor.h"
-#include "engine/attention_kernel.h"
 
 namespace linserve {
+
+// The recurrent state of one layer for a batch of sessions: the
+// architecture's fixed list of tensors, each with a leading batch dimension B.
+using LayerState = std::vector<torch::Tensor>;
+
+// Describes one state tensor, per session (no batch dimension).
+struct StateTensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // -1 marks the dimension that grows with the position
+  torch::ScalarType dtype;
+};
+
+// What a model's state is made of: the same tensors in every layer.
+struct StateLayout {
+  std::vector<StateTensorSpec> layer;  // one layer's tensors, per session
+  int64_t n_layers = 0;
+
+  // True when a tensor grows with the position (the softmax baseline's KV cache).
+  bool Grows() const;
+};
 
 // The recurrent state of a batch of sessions: per layer, the kind's fixed
 // list of tensors with a leading batch dimension, plus each session's position
@@ -22,17 +43,17 @@ struct State {
 
 // Bytes of one session's state at `position`: a function of the config only,
 // except for the softmax baseline whose KV cache grows with the position.
-int64_t StateBytes(const AttentionKernel& kernel, int64_t n_layers, int64_t position);
+int64_t StateBytes(const StateLayout& layout, int64_t position);
 
 // Stacks states (of any batch sizes) into one batch, in order. Growing caches
 // are zero-padded to the longest. All states must share a kind and device.
 State StackStates(const std::vector<const State*>& states);
 
 // Splits a batch into single-session states. A growing cache (a dimension
-// the kernel's StateSpec marks -1) is trimmed to the session's position, so
+// the layout marks -1) is trimmed to the session's position, so
 // a piece holds no padding of the batch nor spare capacity of decode steps.
 // The pieces own their memory: advancing one never touches another.
-std::vector<State> SplitState(const State& batch, const AttentionKernel& kernel);
+std::vector<State> SplitState(const State& batch, const StateLayout& layout);
 
 // A deep copy (what ForkSession needs).
 State CloneState(const State& state);
@@ -42,11 +63,11 @@ State MoveState(const State& state, const torch::Device& device);
 
 // One session's state as bytes (safetensors layout: tensors
 // "layers.<i>.<name>", metadata "position") and back, bit-exactly. Parsing
-// checks every tensor's name, dtype and shape against the kernel's spec, and
+// checks every tensor's name, dtype and shape against the layout, and
 // refuses NaN and Inf (DataLoss).
-std::string SerializeState(const State& state, const AttentionKernel& kernel);
-absl::StatusOr<State> DeserializeState(std::string_view bytes, const AttentionKernel& kernel,
-                                       int64_t n_layers, const torch::Device& device);
+std::string SerializeState(const State& state, const StateLayout& layout);
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
+                                       const torch::Device& device);
 
 }  // namespace linserve
 

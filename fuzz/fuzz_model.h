@@ -8,14 +8,14 @@
 
 #include <memory>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "tests/tiny_model.h"
 
 namespace linserve {
 
-inline std::unique_ptr<LanguageModel> MakeFuzzModel() {
+inline std::unique_ptr<TransformerModel> MakeFuzzModel() {
   const ModelConfig config = TinyModelConfig();
-  return LanguageModel::Create(config, /*seed=*/7, torch::kCPU);
+  return TransformerModel::Create(config, /*seed=*/7, torch::kCPU);
 }
 
 }  // namespace linserve

@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(state->batch_size() == 1, "a state file held more than one session");
   // ImportSession's checks, then the first thing a turn does.
   if (state->positions[0] != record->position) return 0;
-  if (record->pending_token >= model->config().vocab_size) return 0;
+  if (record->pending_token >= model->vocab_size()) return 0;
   const int64_t token = record->pending_token >= 0 ? record->pending_token : 0;
   absl::StatusOr<torch::Tensor> logits = model->Step(*state, {token});
   Require(logits.ok(), "a restored state could not take a step");

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/pth_writer.h"
 #include "engine/safetensors.h"
+#include "engine/zip_writer.h"
 #include "fuzz/fuzz_model.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/state_file.h"
@@ -133,6 +135,70 @@ void SafetensorsSeeds(const fs::path& dir, const std::string& state_payload) {
   Write(dir, "overlapping", overlap + overlap_header + std::string(8, '\0'));
 }
 
+// Pickle opcodes for seeds torch.save would not write (views, memo, other
+// values), in the form engine/torch_unpickler.h reads.
+std::string PickleInt(int32_t n) {
+  std::string out = "J";
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(n >> (8 * i)));
+  return out;
+}
+std::string PickleString(const std::string& s) {
+  std::string out = "X";
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(s.size() >> (8 * i)));
+  return out + s;
+}
+std::string PickleTensor(const std::string& key, const std::string& type, int numel, int offset,
+                         std::vector<int> sizes, std::vector<int> strides) {
+  std::string out = "ctorch._utils\n_rebuild_tensor_v2\n((" + PickleString("storage") + "ctorch\n" +
+                    type + "\n" + PickleString(key) + PickleString("cpu") + PickleInt(numel) +
+                    "tQ" + PickleInt(offset) + "(";
+  for (int n : sizes) out += PickleInt(n);
+  out += "t(";
+  for (int n : strides) out += PickleInt(n);
+  return out + "t\x89" "ccollections\nOrderedDict\n)RtR";
+}
+std::string OneStoragePth(const std::string& pickle, const std::string& data) {
+  return WriteStoredZip({{"archive/data.pkl", pickle}, {"archive/data/0", data}});
+}
+
+// Small checkpoints in every shape the reader takes: what torch.save writes
+// (three dtypes, a scalar, an empty tensor; zip64 records), views and memo
+// references into one storage, an OrderedDict state dict with _metadata,
+// and files it refuses (truncated, not a dict, another dtype).
+void PthSeeds(const fs::path& dir) {
+  TensorMap tensors;
+  tensors["emb.weight"] = torch::arange(8, torch::kFloat32).reshape({2, 4});
+  tensors["blocks.0.att.r_k"] = torch::linspace(-1, 1, 4).reshape({1, 4}).to(torch::kBFloat16);
+  tensors["ln_out.bias"] = torch::ones({4}, torch::kFloat16);
+  tensors["scalar"] = torch::tensor(2.5f);
+  tensors["empty"] = torch::zeros({0, 2});
+  const std::string file = SerializePth(tensors);
+  Write(dir, "torch_save_layout", file);
+  PthWriteOptions zip64;
+  zip64.force_zip64 = true;
+  Write(dir, "zip64_entries", SerializePth(tensors, zip64));
+  Write(dir, "truncated", file.substr(0, file.size() / 2));
+
+  const std::string floats(24, '\x01');  // Six float32 values.
+  const std::string views = std::string("\x80\x02}q\x00(", 6) + PickleString("t") +
+                            PickleTensor("0", "FloatStorage", 6, 0, {3, 2}, {1, 3}) + "q\x01" +
+                            PickleString("tail") + PickleTensor("0", "FloatStorage", 6, 4, {2}, {1}) +
+                            PickleString("again") + "h\x01" + PickleString("wide") +
+                            PickleTensor("0", "FloatStorage", 6, 5, {2, 2}, {0, 0}) + "u.";
+  Write(dir, "views_and_memo", OneStoragePth(views, floats));
+  const std::string ordered = "\x80\x02" "ccollections\nOrderedDict\n)R(" + PickleString("w") +
+                              "ctorch._utils\n_rebuild_parameter\n(" +
+                              PickleTensor("0", "FloatStorage", 6, 0, {6}, {1}) +
+                              "\x88" "ccollections\nOrderedDict\n)RtRu}" + PickleString("_metadata") +
+                              "}" + PickleString("version") + PickleInt(1) + "ssb.";
+  Write(dir, "ordered_dict_metadata", OneStoragePth(ordered, floats));
+  Write(dir, "not_a_dict", OneStoragePth("\x80\x02](" + PickleInt(1) + "e.", floats));
+  Write(dir, "long_storage",
+        OneStoragePth("\x80\x02}" + PickleString("ids") +
+                          PickleTensor("0", "LongStorage", 3, 0, {3}, {1}) + "s.",
+                      floats));
+}
+
 void StateFileSeeds(const fs::path& dir, LanguageModel& model, std::string* payload) {
   const std::string fingerprint = model.Fingerprint();
   auto record_of = [&](const State& state, int64_t pending) {
@@ -194,10 +260,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path root = argv[1];
-  std::unique_ptr<linserve::LanguageModel> model = linserve::MakeFuzzModel();
+  std::unique_ptr<linserve::TransformerModel> model = linserve::MakeFuzzModel();
   std::string payload;
   linserve::StateFileSeeds(root / "fuzz_state_file", *model, &payload);
   linserve::SafetensorsSeeds(root / "fuzz_safetensors", payload);
+  linserve::PthSeeds(root / "fuzz_pth");
   linserve::RequestSeeds(root / "fuzz_request_validation");
   linserve::Utf8Seeds(root / "fuzz_utf8");
   return 0;

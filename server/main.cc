@@ -30,8 +30,13 @@
 #include "server/scheduler.h"
 #include "server/service.h"
 
-ABSL_FLAG(std::string, model, "models/default", "Model directory (config.json + model.safetensors)");
+ABSL_FLAG(std::string, model, "models/default",
+          "Model directory: a linserve transformer (config.json + model.safetensors) or an "
+          "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
+ABSL_FLAG(std::string, dtype, "",
+          "Weights and matrix products: float32, bfloat16 or float16; empty picks the "
+          "architecture's default for the device (the state is always float32)");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
 ABSL_FLAG(int32_t, metrics_port, 9464,
@@ -60,7 +65,9 @@ ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
           "Bytes of state files the disk store may hold (files already there count); a save "
           "past it is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, session_ttl_seconds, 86400, "Idle sessions are deleted after this; 0 is never");
-ABSL_FLAG(int32_t, max_prompt_bytes, 16384, "Bytes (= tokens) of one prompt");
+ABSL_FLAG(int32_t, max_prompt_bytes, 16384,
+          "UTF-8 bytes of one prompt (the request's size; it becomes at most as many tokens, "
+          "plus a BOS where the model takes one)");
 ABSL_FLAG(int64_t, max_context_tokens, 8192,
           "Tokens one session's KV cache may hold, for the softmax baseline only (its state "
           "grows 8 KiB a token at the default shape); 0 is no limit. Constant-state kinds have "
@@ -278,9 +285,16 @@ int Serve() {
 
   absl::StatusOr<torch::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return Fail("bad_flags", device.status());
+  LoadOptions load;
+  load.device = *device;
+  if (const std::string dtype = absl::GetFlag(FLAGS_dtype); !dtype.empty()) {
+    absl::StatusOr<torch::ScalarType> parsed = ParseComputeDtype(dtype);
+    if (!parsed.ok()) return Fail("bad_flags", parsed.status());
+    load.dtype = *parsed;
+  }
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<LanguageModel>> model =
-      LanguageModel::Load(absl::GetFlag(FLAGS_model), *device);
+      LanguageModel::Load(absl::GetFlag(FLAGS_model), load);
   if (!model.ok()) return Fail("model_load_failed", model.status());
   absl::StatusOr<std::unique_ptr<StateStore>> store = OpenStore(options->scheduler.session_ttl);
   if (!store.ok()) return Fail("store_open_failed", store.status());
@@ -289,10 +303,14 @@ int Serve() {
   if (!scheduler.ok()) return Fail("scheduler_start_failed", scheduler.status());
   service.SetScheduler(scheduler->get());
   health->SetServingStatus(true);
+  const ModelFacts& facts = (*scheduler)->model_facts();
   LogInfo("serving", {{"model", absl::GetFlag(FLAGS_model)},
-                      {"fingerprint", (*scheduler)->fingerprint()},
-                      {"device", (*scheduler)->device()},
-                      {"state_bytes_per_session", (*scheduler)->state_bytes_per_session()},
+                      {"architecture", facts.architecture},
+                      {"tokenizer", facts.tokenizer},
+                      {"dtype", facts.compute_dtype},
+                      {"fingerprint", facts.fingerprint},
+                      {"device", facts.device},
+                      {"state_bytes_per_session", facts.state_bytes_per_session},
                       {"load_ms", absl::ToDoubleMilliseconds(absl::Now() - load_start)}});
 
   int received = 0;

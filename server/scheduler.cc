@@ -26,6 +26,25 @@
 #include "server/turn_runner.h"
 
 namespace linserve {
+namespace {
+
+ModelFacts FactsOf(const LanguageModel& model) {
+  ModelFacts facts;
+  facts.fingerprint = model.Fingerprint();
+  facts.config_json = model.ConfigJson().dump();
+  facts.architecture = model.architecture();
+  facts.attention_kind = model.attention_kind();
+  facts.tokenizer = model.tokenizer().name();
+  facts.compute_dtype = ComputeDtypeName(model.compute_dtype());
+  facts.device = model.device().str();
+  facts.state_bytes_per_session = model.StateBytes(0);
+  facts.state_grows = model.StateGrowsWithPosition();
+  facts.vocab_size = model.vocab_size();
+  facts.adds_bos = model.tokenizer().add_bos();
+  return facts;
+}
+
+}  // namespace
 
 class Scheduler::Impl {
  public:
@@ -52,11 +71,7 @@ class Scheduler::Impl {
   const LanguageModel& model() const { return *model_; }
 
   // Facts fixed at start.
-  const std::string fingerprint_;
-  const std::string config_json_;
-  const std::string device_;
-  const int64_t state_bytes_;
-  const std::string attention_kind_;
+  const ModelFacts facts_;
 
  private:
   // The engine loop and its steps.
@@ -101,19 +116,15 @@ class Scheduler::Impl {
 
 Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
                       const SchedulerOptions& options)
-    : fingerprint_(model->Fingerprint()),
-      config_json_(ModelConfigToJson(model->config()).dump()),
-      device_(model->device().str()),
-      state_bytes_(model->StateBytes(0)),
-      attention_kind_(AttentionKindName(model->config().attention.kind)),
+    : facts_(FactsOf(*model)),
       model_(std::move(model)),
       metrics_(metrics),
       options_(options),
-      sessions_(*model_, fingerprint_, store, metrics, options,
+      sessions_(*model_, facts_.fingerprint, store, metrics, options,
                 [this](std::function<void()> task) { Post(std::move(task)); }),
       commands_(*model_, sessions_),
       runner_(*model_, sessions_, metrics, options.max_context_tokens, [this] { TurnEnded(); }) {
-  metrics_->state_bytes_per_session().Set(static_cast<double>(state_bytes_));
+  metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
 }
 
 Scheduler::Impl::~Impl() {
@@ -464,11 +475,6 @@ void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<Ses
 void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }
 void Scheduler::Drain(absl::Time deadline) { impl_->Drain(deadline); }
 int Scheduler::InFlight() const { return impl_->InFlight(); }
-const std::string& Scheduler::fingerprint() const { return impl_->fingerprint_; }
-const std::string& Scheduler::config_json() const { return impl_->config_json_; }
-const std::string& Scheduler::device() const { return impl_->device_; }
-int64_t Scheduler::state_bytes_per_session() const { return impl_->state_bytes_; }
-int64_t Scheduler::vocab_size() const { return impl_->model().config().vocab_size; }
-const std::string& Scheduler::attention_kind() const { return impl_->attention_kind_; }
+const ModelFacts& Scheduler::model_facts() const { return impl_->facts_; }
 
 }  // namespace linserve

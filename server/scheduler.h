@@ -42,6 +42,21 @@ struct SchedulerOptions {
   int32_t warmup_steps = 16;
 };
 
+// What GetModelInfo and the start log say about the served model; fixed at start.
+struct ModelFacts {
+  std::string fingerprint;
+  std::string config_json;   // given or inferred configuration
+  std::string architecture;  // "transformer", "rwkv7"
+  std::string attention_kind;
+  std::string tokenizer;      // "byte", "rwkv_world", ...
+  std::string compute_dtype;  // weights and matrix products
+  std::string device;
+  int64_t state_bytes_per_session = 0;  // at position 0
+  bool state_grows = false;             // the softmax baseline's KV cache
+  int64_t vocab_size = 0;               // rows of the logits
+  bool adds_bos = false;                // a fresh state starts with BOS
+};
+
 struct SessionInfo {
   std::string id;
   int64_t position = 0;
@@ -105,13 +120,7 @@ class Scheduler {
   // Turns admitted or queued (what the capacity bounds).
   int InFlight() const;
 
-  // Facts fixed at start.
-  const std::string& fingerprint() const;
-  const std::string& config_json() const;
-  const std::string& attention_kind() const;
-  const std::string& device() const;
-  int64_t state_bytes_per_session() const;
-  int64_t vocab_size() const;
+  const ModelFacts& model_facts() const;
 
   class Impl;
 

@@ -63,7 +63,7 @@ absl::StatusOr<StreamLimit::Ticket> LinserveService::OpenStream() {
 }
 
 void LinserveService::SetScheduler(Scheduler* scheduler) {
-  options_.limits.sampling.vocab_size = static_cast<int32_t>(scheduler->vocab_size());
+  options_.limits.sampling.vocab_size = static_cast<int32_t>(scheduler->model_facts().vocab_size);
   scheduler_.store(scheduler);  // publishes the limits with it
 }
 
@@ -198,14 +198,23 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
                                                         v1::ModelInfo* response) {
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) return Reply(context, "GetModelInfo", NotReady());
-  response->set_config_json(scheduler->config_json());
-  response->set_fingerprint(scheduler->fingerprint());
-  response->set_attention_kind(scheduler->attention_kind());
-  response->set_state_bytes_per_session(scheduler->state_bytes_per_session());
-  response->set_vocab_size(static_cast<int32_t>(scheduler->vocab_size()));
-  response->set_device(scheduler->device());
+  const ModelFacts& facts = scheduler->model_facts();
+  response->set_config_json(facts.config_json);
+  response->set_fingerprint(facts.fingerprint);
+  response->set_attention_kind(facts.attention_kind);
+  response->set_state_bytes_per_session(facts.state_bytes_per_session);
+  response->set_vocab_size(static_cast<int32_t>(facts.vocab_size));
+  response->set_device(facts.device);
+  response->set_architecture(facts.architecture);
+  response->set_tokenizer(facts.tokenizer);
+  response->set_compute_dtype(facts.compute_dtype);
   v1::Limits* limits = response->mutable_limits();
-  limits->set_max_prompt_tokens(options_.limits.max_prompt_bytes);
+  // Every tokenizer makes at most one token of a byte, so the byte limit on
+  // the request bounds the model's work on a prompt.
+  limits->set_max_prompt_bytes(options_.limits.max_prompt_bytes);
+  limits->set_max_prompt_tokens(options_.limits.max_prompt_bytes + (facts.adds_bos ? 1 : 0));
+  limits->set_max_context_tokens(
+      facts.state_grows ? static_cast<int32_t>(options_.scheduler.max_context_tokens) : 0);
   limits->set_max_new_tokens_cap(options_.limits.sampling.max_new_tokens_cap);
   limits->set_default_max_new_tokens(options_.limits.default_max_new_tokens);
   limits->set_max_stop_sequences(options_.limits.sampling.max_stop_sequences);

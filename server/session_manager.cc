@@ -269,7 +269,7 @@ void SessionManager::UpdateGauges() {
   // Real bytes: a constant-state kind's are the same at every position; the
   // softmax baseline's cache grows with each session's.
   int64_t bytes = 0;
-  if (model_.kernel().GrowsWithPosition()) {
+  if (model_.StateGrowsWithPosition()) {
     for (int64_t position : positions) bytes += model_.StateBytes(position);
     metrics_->state_bytes_per_session().Set(
         resident > 0 ? static_cast<double>(bytes) / static_cast<double>(resident)

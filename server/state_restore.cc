@@ -16,10 +16,10 @@ absl::StatusOr<State> RestoreState(const SessionRecord& record, const LanguageMo
     return absl::DataLossError(absl::StrCat("the header says position ", record.position,
                                             " but the state is at ", state->positions[0]));
   }
-  if (record.pending_token >= model.config().vocab_size) {
+  if (record.pending_token >= model.vocab_size()) {
     return absl::DataLossError(absl::StrCat("the pending token ", record.pending_token,
                                             " is outside the vocabulary of ",
-                                            model.config().vocab_size));
+                                            model.vocab_size()));
   }
   return state;
 }

@@ -84,7 +84,7 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
     // The client closed its side: the file is whole.
     Scheduler* scheduler = service_->scheduler();
     absl::StatusOr<SessionRecord> record = DecodeStateFileOfModel(
-        file_, options.scheduler.max_state_bytes, scheduler->fingerprint());
+        file_, options.scheduler.max_state_bytes, scheduler->model_facts().fingerprint);
     if (!record.ok()) return Done(record.status());
     scheduler->ImportSession(tenant_, *std::move(record),
                              [this](absl::StatusOr<SessionInfo> info) {

@@ -22,10 +22,10 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
                        int64_t max_context_tokens, std::function<void()> turn_ended)
     : model_(model),
-      tokenizer_(model.config()),
+      tokenizer_(model.tokenizer()),
       sessions_(sessions),
       metrics_(metrics),
-      max_context_tokens_(model.kernel().GrowsWithPosition() ? max_context_tokens : 0),
+      max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
       turn_ended_(std::move(turn_ended)) {}
 
 absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
@@ -124,7 +124,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
   if (group.size() == 1) {
     group[0]->state = std::move(batch);
   } else {
-    std::vector<State> rows = SplitState(batch, model_.kernel());
+    std::vector<State> rows = model_.SplitState(batch);
     for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
   }
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
@@ -189,7 +189,7 @@ void TurnRunner::Emit(Turn& turn, const float* logits) {
 
 void TurnRunner::DetachBatch() {
   if (batch_members_.empty()) return;
-  std::vector<State> rows = SplitState(batch_, model_.kernel());
+  std::vector<State> rows = model_.SplitState(batch_);
   for (size_t i = 0; i < batch_members_.size(); ++i) {
     batch_members_[i]->state = std::move(rows[i]);
     batch_members_[i]->in_batch = false;

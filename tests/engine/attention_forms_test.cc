@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/state.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
@@ -17,7 +17,7 @@ class AttentionFormsTest : public ::testing::TestWithParam<NamedConfig> {
  protected:
   void SetUp() override {
     torch::manual_seed(1);
-    model_ = LanguageModel::Create(GetParam().config, /*seed=*/7, torch::kCPU);
+    model_ = TransformerModel::Create(GetParam().config, /*seed=*/7, torch::kCPU);
     // Training-style initialisation is tiny (std 0.02), which would make
     // attention nearly uniform and hide disagreements; use unit-scale
     // activations instead: weights N(0, 1/fan_in), embeddings and the vq
@@ -46,7 +46,7 @@ class AttentionFormsTest : public ::testing::TestWithParam<NamedConfig> {
     return torch::stack(steps, 1);
   }
 
-  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<TransformerModel> model_;
 };
 
 // max |a - b| <= 1e-4 * max(1, max |a|): the forms agree to fp32 precision.
@@ -111,7 +111,7 @@ TEST_P(AttentionFormsTest, BatchedStepAtDifferentPositionsEqualsEachAlone) {
     }
   }
   // Split gives back states that continue exactly like the ones stepped alone.
-  std::vector<State> split = SplitState(batch, model_->kernel());
+  std::vector<State> split = model_->SplitState(batch);
   torch::Tensor token = torch::tensor({65}, torch::kInt64);
   for (size_t b = 0; b < lengths.size(); ++b) {
     EXPECT_EQ(split[b].positions[0], alone[b].positions[0]);

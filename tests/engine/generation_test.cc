@@ -150,5 +150,56 @@ TEST(GenerationTest, FinishReasonsHaveWireNames) {
   EXPECT_STREQ(FinishReasonName(FinishReason::kEos), "eos");
 }
 
+TEST(GenerationTest, NeverSamplesANeverSampledId) {
+  absl::StatusOr<Tokenizer> world =
+      Tokenizer::World(Tokenizer::BuiltInWorldVocabulary(), /*vocab_size=*/65536);
+  ASSERT_TRUE(world.ok()) << world.status();
+  // Logits that strongly favour the unused rows 65,530..65,535, as an
+  // untrained or badly converted head might.
+  std::vector<float> logits(65536, 0.0f);
+  for (int64_t id : world->never_sampled()) logits[id] = 50.0f + static_cast<float>(id % 7);
+  logits[74] = 5.0f;  // "I", the best of the rest
+
+  Generation greedy(*world, Greedy(3), {});
+  EXPECT_EQ(greedy.Next(logits).token, 74);
+
+  SamplingParams params;
+  params.temperature = 1.5f;
+  params.max_new_tokens = 200;
+  params.seed = 7;
+  params.ignore_eos = true;
+  Generation sampled(*world, params, {});
+  while (!sampled.finished()) {
+    const int64_t token = sampled.Next(logits).token;
+    ASSERT_TRUE(token >= 0 && token < 65530) << token;
+  }
+}
+
+TEST(GenerationTest, WithoutAnEosIdNothingEndsAsEos) {
+  // Bytes(256): byte 0 is text, not an end.
+  Generation generation(Tokenizer::Bytes(256), Greedy(3), {});
+  std::vector<float> zero(256, 0.0f);
+  zero[0] = 10.0f;
+  Generation::Step step{};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_FALSE(generation.finished());
+    step = generation.Next(zero);
+    EXPECT_EQ(step.token, 0);
+  }
+  EXPECT_EQ(step.finish, FinishReason::kLength);
+}
+
+TEST(GenerationTest, WorldEndOfTextIsEos) {
+  absl::StatusOr<Tokenizer> world = Tokenizer::World(Tokenizer::BuiltInWorldVocabulary(), 65536);
+  ASSERT_TRUE(world.ok()) << world.status();
+  std::vector<float> logits(65536, 0.0f);
+  logits[0] = 10.0f;
+  Generation generation(*world, Greedy(5), {});
+  const Generation::Step step = generation.Next(logits);
+  EXPECT_EQ(step.token, 0);
+  EXPECT_EQ(step.finish, FinishReason::kEos);
+  EXPECT_EQ(step.text, "");
+}
+
 }  // namespace
 }  // namespace linserve

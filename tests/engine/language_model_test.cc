@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "engine/fingerprint.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/one_shot_generation.h"
 #include "engine/safetensors.h"
 #include "engine/tokenizer.h"
@@ -26,7 +26,7 @@ class LanguageModelFilesTest : public ::testing::Test {
            ("linserve_model_test_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    model_ = LanguageModel::Create(ConfigNamed("vq"), 5, torch::kCPU);
+    model_ = TransformerModel::Create(ConfigNamed("vq"), 5, torch::kCPU);
     ASSERT_TRUE(model_->Save(dir_.string()).ok());
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -42,16 +42,16 @@ class LanguageModelFilesTest : public ::testing::Test {
   }
 
   std::string LoadError() {
-    auto loaded = LanguageModel::Load(dir_.string(), torch::kCPU);
+    auto loaded = TransformerModel::Load(dir_.string(), LoadOptions{});
     return loaded.ok() ? "" : std::string(loaded.status().message());
   }
 
   fs::path dir_;
-  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<TransformerModel> model_;
 };
 
 TEST_F(LanguageModelFilesTest, LoadGivesBitIdenticalWeightsAndOutputs) {
-  auto loaded = LanguageModel::Load(dir_.string(), torch::kCPU);
+  auto loaded = TransformerModel::Load(dir_.string(), LoadOptions{});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto original = model_->module()->named_parameters();
   for (const auto& item : (*loaded)->module()->named_parameters()) {
@@ -105,12 +105,12 @@ TEST_F(LanguageModelFilesTest, FingerprintFollowsConfigAndWeights) {
   const std::string fingerprint = model_->Fingerprint();
   EXPECT_EQ(fingerprint.size(), 64u);
   EXPECT_EQ(fingerprint.find_first_not_of("0123456789abcdef"), std::string::npos) << fingerprint;
-  auto loaded = LanguageModel::Load(dir_.string(), torch::kCPU);
+  auto loaded = TransformerModel::Load(dir_.string(), LoadOptions{});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->Fingerprint(), fingerprint) << "a saved and loaded model is the same model";
 
   EditWeights([](TensorMap& t) { t["norm.weight"][3] += 1e-3; });
-  auto edited = LanguageModel::Load(dir_.string(), torch::kCPU);
+  auto edited = TransformerModel::Load(dir_.string(), LoadOptions{});
   ASSERT_TRUE(edited.ok()) << edited.status();
   EXPECT_NE((*edited)->Fingerprint(), fingerprint) << "one weight changed";
 
@@ -123,7 +123,7 @@ TEST_F(LanguageModelFilesTest, FingerprintFollowsConfigAndWeights) {
 // picks the argmax of the quadratic reference form at every position.
 TEST(GenerateTest, GreedyFollowsTheReferenceForm) {
   for (const char* kind : {"linear_elu", "vq", "compressed", "softmax"}) {
-    auto model = LanguageModel::Create(ConfigNamed(kind), 11, torch::kCPU);
+    auto model = TransformerModel::Create(ConfigNamed(kind), 11, torch::kCPU);
     const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("To be, or", /*starts_text=*/true);
     SamplingParams params;
     params.temperature = 0.0f;
@@ -151,7 +151,7 @@ TEST(GenerateTest, GreedyFollowsTheReferenceForm) {
 }
 
 TEST(GenerateTest, SameSeedSameTextAndStopsEndTheTurn) {
-  auto model = LanguageModel::Create(ConfigNamed("linear_cosine"), 12, torch::kCPU);
+  auto model = TransformerModel::Create(ConfigNamed("linear_cosine"), 12, torch::kCPU);
   const std::vector<int64_t> prompt = Tokenizer(model->config()).Encode("Hello", /*starts_text=*/true);
   SamplingParams params;
   params.seed = 99;
@@ -182,7 +182,7 @@ TEST(ParseDeviceTest, KnowsCpuAndRejectsNonsense) {
 }
 
 TEST(StepValidationTest, RejectsOutOfRangeTokensAndLeavesStateAlone) {
-  auto model = LanguageModel::Create(ConfigNamed("linear_elu"), 1, torch::kCPU);
+  auto model = TransformerModel::Create(ConfigNamed("linear_elu"), 1, torch::kCPU);
   State state = model->NewState();
   auto bad = model->Prefill(state, {1, 300});
   ASSERT_FALSE(bad.ok());
@@ -194,7 +194,7 @@ TEST(StepValidationTest, RejectsOutOfRangeTokensAndLeavesStateAlone) {
 class PrefillBatchTest : public ::testing::TestWithParam<NamedConfig> {};
 
 TEST_P(PrefillBatchTest, EqualsEachSessionPrefilledAlone) {
-  auto model = LanguageModel::Create(GetParam().config, 3, torch::kCPU);
+  auto model = TransformerModel::Create(GetParam().config, 3, torch::kCPU);
   // Two sessions at the same position 5, then 11 tokens each at once.
   const std::vector<int64_t> head = {256, 1, 2, 3, 4};
   const std::vector<std::vector<int64_t>> rows = {{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
@@ -216,7 +216,7 @@ TEST_P(PrefillBatchTest, EqualsEachSessionPrefilledAlone) {
   auto logits = model->PrefillBatch(batch, tokens);
   ASSERT_TRUE(logits.ok()) << logits.status();
   ASSERT_EQ(logits->size(0), 2);
-  std::vector<State> split = SplitState(batch, model->kernel());
+  std::vector<State> split = model->SplitState(batch);
   for (int i = 0; i < 2; ++i) {
     torch::Tensor want = torch::tensor(expected[i]);
     EXPECT_TRUE(torch::allclose((*logits)[i], want, 1e-4, 1e-5)) << "row " << i;
@@ -232,7 +232,7 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, PrefillBatchTest, ::testing::ValuesIn(AllKind
                          [](const auto& info) { return info.param.name; });
 
 TEST(PrefillBatchValidationTest, RowsMustBeEqualAndPositionsShared) {
-  auto model = LanguageModel::Create(ConfigNamed("linear_elu"), 1, torch::kCPU);
+  auto model = TransformerModel::Create(ConfigNamed("linear_elu"), 1, torch::kCPU);
   State a = model->NewState(), b = model->NewState();
   ASSERT_TRUE(model->Prefill(a, {256, 1}).ok());
   State batch = StackStates({&a, &b});

@@ -23,7 +23,7 @@
 #include <string>
 
 #include "engine/attention_kernel.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/state.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
@@ -251,7 +251,7 @@ TEST_P(LongContextModelTest, StepEqualsChunkedAfter2To25Tokens) {
   torch::NoGradGuard no_grad;
   const ModelConfig& config = GetParam().config;
   torch::manual_seed(5);
-  auto model = LanguageModel::Create(config, /*seed=*/11, torch::kCPU);
+  auto model = TransformerModel::Create(config, /*seed=*/11, torch::kCPU);
   const int64_t window = config.attention.window;
   const int64_t prefix = 13 * window;
   constexpr int64_t kRepeat = int64_t{1} << 20;

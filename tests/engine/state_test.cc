@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
@@ -17,7 +17,7 @@ namespace {
 
 class StateTest : public ::testing::TestWithParam<NamedConfig> {
  protected:
-  void SetUp() override { model_ = LanguageModel::Create(GetParam().config, 3, torch::kCPU); }
+  void SetUp() override { model_ = TransformerModel::Create(GetParam().config, 3, torch::kCPU); }
 
   State Prefilled(int64_t length) {
     State state = model_->NewState();
@@ -49,7 +49,7 @@ class StateTest : public ::testing::TestWithParam<NamedConfig> {
     return true;
   }
 
-  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<TransformerModel> model_;
 };
 
 TEST_P(StateTest, SizeIsTheSameAfter10And10000Tokens) {
@@ -132,7 +132,7 @@ TEST_P(StateTest, StackThenSplitGivesBackEachState) {
   State a = Prefilled(3), b = Prefilled(17), c = model_->NewState();
   State batch = StackStates({&a, &b, &c});
   EXPECT_EQ(batch.positions, (std::vector<int64_t>{3, 17, 0}));
-  std::vector<State> split = SplitState(batch, model_->kernel());
+  std::vector<State> split = model_->SplitState(batch);
   ASSERT_EQ(split.size(), 3u);
   EXPECT_EQ(model_->SerializeState(split[0]), model_->SerializeState(a));
   EXPECT_EQ(model_->SerializeState(split[1]), model_->SerializeState(b));
@@ -146,7 +146,7 @@ TEST_P(StateTest, SplitTrimsGrowingCachesToThePosition) {
   State a = Prefilled(3), b = Prefilled(17);
   State batch = StackStates({&a, &b});
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(model_->Step(batch, {1, 2}).ok());
-  for (const State& piece : SplitState(batch, model_->kernel())) {
+  for (const State& piece : model_->SplitState(batch)) {
     int64_t bytes = 0;
     for (const LayerState& layer : piece.layers) {
       for (const torch::Tensor& t : layer) bytes += t.numel() * t.element_size();
@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, StateTest, ::testing::ValuesIn(AllKindConfigs
 
 TEST(StateBytesTest, RejectsBadBytesWithClearErrors) {
   ModelConfig config = ConfigNamed("linear_elu");
-  auto model = LanguageModel::Create(config, 1, torch::kCPU);
+  auto model = TransformerModel::Create(config, 1, torch::kCPU);
   State state = model->NewState();
   ASSERT_TRUE(model->Prefill(state, {1, 2, 3}).ok());
   const std::string bytes = model->SerializeState(state);
@@ -189,7 +189,7 @@ TEST(StateBytesTest, RejectsBadBytesWithClearErrors) {
 
   ModelConfig other = config;
   other.attention.kind = AttentionKind::kVq;
-  auto vq_model = LanguageModel::Create(other, 1, torch::kCPU);
+  auto vq_model = TransformerModel::Create(other, 1, torch::kCPU);
   auto wrong_kind = vq_model->DeserializeState(bytes);
   ASSERT_FALSE(wrong_kind.ok());
   EXPECT_NE(std::string(wrong_kind.status().message()).find("missing tensor"), std::string::npos)
@@ -197,7 +197,7 @@ TEST(StateBytesTest, RejectsBadBytesWithClearErrors) {
 
   ModelConfig wider = config;
   wider.head_dim = 16;
-  auto wide_model = LanguageModel::Create(wider, 1, torch::kCPU);
+  auto wide_model = TransformerModel::Create(wider, 1, torch::kCPU);
   auto wrong_shape = wide_model->DeserializeState(bytes);
   ASSERT_FALSE(wrong_shape.ok());
   EXPECT_NE(std::string(wrong_shape.status().message()).find("shape"), std::string::npos)

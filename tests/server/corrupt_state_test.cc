@@ -25,7 +25,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/tokenizer.h"
 #include "gtest/gtest.h"
 #include "server/state_file.h"
@@ -53,7 +53,7 @@ std::string CodeName(absl::StatusCode code) { return absl::StatusCodeToString(co
 // model would sample greedily: what the server writes after a turn.
 std::string RealStateFile(LanguageModel& model, const std::string& text) {
   State state = model.NewState();
-  const Tokenizer tokenizer(model.config());
+  const Tokenizer& tokenizer = model.tokenizer();
   absl::StatusOr<std::vector<float>> logits =
       model.Prefill(state, tokenizer.Encode(text, /*starts_text=*/true));
   EXPECT_TRUE(logits.ok()) << logits.status();
@@ -73,13 +73,13 @@ std::string RealStateFile(LanguageModel& model, const std::string& text) {
 
 std::unique_ptr<LanguageModel> TinyModel(uint64_t seed) {
   const ModelConfig config = TinyModelConfig();
-  return LanguageModel::Create(config, seed, torch::kCPU);
+  return TransformerModel::Create(config, seed, torch::kCPU);
 }
 
 class CorruptStateTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto model = LanguageModel::Load(LINSERVE_SOURCE_DIR "/models/default", torch::kCPU);
+    auto model = TransformerModel::Load(LINSERVE_SOURCE_DIR "/models/default", LoadOptions{});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = model->release();
     fingerprint_ = new std::string(model_->Fingerprint());
@@ -291,7 +291,7 @@ TEST_F(CorruptStateTest, HeaderThatDisagreesWithTheTensorsIsDataLoss) {
   record.position += 1;
   EXPECT_EQ(Load(EncodeStateFile(record)).code(), absl::StatusCode::kDataLoss);
   record = *DecodeStateFile(*file_, kMaxStateBytes);
-  record.pending_token = model_->config().vocab_size;
+  record.pending_token = model_->vocab_size();
   const absl::Status status = Load(EncodeStateFile(record));
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(status.message().find("outside the vocabulary"), std::string::npos) << status;

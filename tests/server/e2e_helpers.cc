@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "tests/tiny_model.h"
 
 namespace linserve {
@@ -18,7 +18,7 @@ absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed
 
 absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig& config,
                                        uint64_t seed) {
-  std::unique_ptr<LanguageModel> model = LanguageModel::Create(config, seed, torch::kCPU);
+  std::unique_ptr<TransformerModel> model = TransformerModel::Create(config, seed, torch::kCPU);
   absl::Status saved = model->Save(dir);
   if (!saved.ok()) return saved;
   return dir;

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/one_shot_generation.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8_assembler.h"
@@ -56,7 +56,7 @@ TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
   EXPECT_EQ(outcome.finished.usage().prompt_tokens(), 14);  // BOS + 13 bytes
   EXPECT_EQ(outcome.finished.seed(), 1234u);
 
-  auto model = LanguageModel::Load(*model_dir_, torch::kCPU);
+  auto model = TransformerModel::Load(*model_dir_, LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status();
   State state = (*model)->NewState();
   SamplingParams params;
@@ -64,7 +64,7 @@ TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
   params.seed = 1234;
   params.max_new_tokens = 200;
   params.ignore_eos = true;
-  auto expected = Generate(**model, state, Tokenizer((*model)->config()).Encode("To be, or not", /*starts_text=*/true),
+  auto expected = Generate(**model, state, (*model)->tokenizer().Encode("To be, or not", /*starts_text=*/true),
                            params);
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(outcome.text, expected->text);

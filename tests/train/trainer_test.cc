@@ -17,7 +17,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
 #include "tools/train/corpus.h"
@@ -83,7 +83,7 @@ TEST_F(TrainerTest, TrainingLowersValidationLossForEveryKind) {
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   for (const NamedConfig& named : AllKindConfigs()) {
     TrainOptions options = Tiny(named.config, named.name);
-    auto untrained = LanguageModel::Create(named.config, options.seed, torch::kCPU);
+    auto untrained = TransformerModel::Create(named.config, options.seed, torch::kCPU);
     auto before = ValidationLoss(*untrained, *corpus, options.context, options.eval_windows);
     ASSERT_TRUE(before.ok()) << before.status();
     auto result = Train(options);
@@ -93,7 +93,7 @@ TEST_F(TrainerTest, TrainingLowersValidationLossForEveryKind) {
     EXPECT_LT(result->val_loss, *before - 2.5) << named.name << ": " << *before << " -> "
                                               << result->val_loss;
     // What was written loads and scores the same.
-    auto loaded = LanguageModel::Load(options.out_dir, torch::kCPU);
+    auto loaded = TransformerModel::Load(options.out_dir, LoadOptions{});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     auto again = ValidationLoss(**loaded, *corpus, options.context, options.eval_windows);
     ASSERT_TRUE(again.ok());
@@ -110,7 +110,7 @@ TEST_F(TrainerTest, ValidationLossIsTheSameInEveryForm) {
     TrainOptions options = Tiny(named.config, named.name);
     options.steps = 30;
     ASSERT_TRUE(Train(options).ok()) << named.name;
-    auto model = LanguageModel::Load(options.out_dir, torch::kCPU);
+    auto model = TransformerModel::Load(options.out_dir, LoadOptions{});
     ASSERT_TRUE(model.ok());
     auto chunked = ValidationLoss(**model, *corpus, 40, 8, Form::kChunked);
     auto reference = ValidationLoss(**model, *corpus, 40, 8, Form::kReference);
@@ -210,7 +210,7 @@ TEST_F(TrainerTest, VqCodebookFollowsTheKeys) {
   auto corpus = Corpus::Load(corpus_path_);
   ASSERT_TRUE(corpus.ok());
   auto quantisation_error = [&](const std::string& out) {
-    auto model = LanguageModel::Load((dir_ / out).string(), torch::kCPU);
+    auto model = TransformerModel::Load((dir_ / out).string(), LoadOptions{});
     EXPECT_TRUE(model.ok()) << model.status();
     Transformer& net = (*model)->module();
     net->train();

@@ -17,7 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "tools/train/corpus.h"
 #include "tools/train/evaluation.h"
 
@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   };
   absl::StatusOr<torch::Device> device = linserve::ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return fail(device.status());
-  auto model = linserve::LanguageModel::Load(absl::GetFlag(FLAGS_model), *device);
+  linserve::LoadOptions load;
+  load.device = *device;
+  auto model = linserve::TransformerModel::Load(absl::GetFlag(FLAGS_model), load);
   if (!model.ok()) return fail(model.status());
   auto corpus = linserve::Corpus::Load(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return fail(corpus.status());

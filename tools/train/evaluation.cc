@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "tools/train/corpus.h"
 
 namespace linserve {
@@ -66,7 +66,7 @@ torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& bytes, Form form
                                               windows.narrow(1, 1, t).reshape({-1}));
 }
 
-absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus, int64_t context,
+absl::StatusOr<double> ValidationLoss(TransformerModel& model, const Corpus& corpus, int64_t context,
                                       int64_t windows, Form form) {
   const std::vector<int64_t> bytes = corpus.ValidationWindows(context + 1, windows);
   if (bytes.empty()) {

@@ -11,7 +11,7 @@
 namespace linserve {
 
 class Corpus;
-class LanguageModel;
+class TransformerModel;
 
 // Which of the engine's three forms computes the logits.
 enum class Form { kChunked, kReference, kRecurrent };
@@ -31,7 +31,7 @@ torch::Tensor WindowLoss(Transformer& net, const torch::Tensor& windows, Form fo
 
 // WindowLoss in `form` over up to `windows` validation windows of `context`
 // bytes (the same windows every time), without gradients.
-absl::StatusOr<double> ValidationLoss(LanguageModel& model, const Corpus& corpus, int64_t context,
+absl::StatusOr<double> ValidationLoss(TransformerModel& model, const Corpus& corpus, int64_t context,
                                       int64_t windows, Form form = Form::kChunked);
 
 }  // namespace linserve

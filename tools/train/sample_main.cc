@@ -32,7 +32,9 @@ int main(int argc, char** argv) {
   };
   absl::StatusOr<torch::Device> device = linserve::ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return fail(device.status());
-  auto model = linserve::LanguageModel::Load(absl::GetFlag(FLAGS_model), *device);
+  linserve::LoadOptions load;
+  load.device = *device;
+  auto model = linserve::LanguageModel::Load(absl::GetFlag(FLAGS_model), load);
   if (!model.ok()) return fail(model.status());
 
   linserve::SamplingParams params;
@@ -44,7 +46,7 @@ int main(int argc, char** argv) {
   if (absl::Status valid = linserve::ValidateSamplingParams(params, {}); !valid.ok()) {
     return fail(valid);
   }
-  const linserve::Tokenizer tokenizer((*model)->config());
+  const linserve::Tokenizer& tokenizer = (*model)->tokenizer();
   linserve::State state = (*model)->NewState();
   auto result = linserve::Generate(**model, state,
                                    tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*starts_text=*/true),

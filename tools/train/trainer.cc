@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/language_model.h"
+#include "engine/transformer_model.h"
 #include "engine/safetensors.h"
 #include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -94,7 +94,7 @@ absl::Status WriteJson(const nlohmann::json& json, const fs::path& path) {
 // Writes the checkpoint beside the old one, then swaps directories, so a
 // kill at any moment leaves a whole checkpoint (checkpoint/ or, between the
 // two renames, checkpoint.old/).
-absl::Status SaveCheckpoint(LanguageModel& model, torch::optim::AdamW& optimizer,
+absl::Status SaveCheckpoint(TransformerModel& model, torch::optim::AdamW& optimizer,
                             const nlohmann::json& trainer_state, const fs::path& out_dir) {
   const fs::path final_dir = out_dir / kCheckpoint;
   const fs::path temp_dir = out_dir / absl::StrCat(kCheckpoint, ".tmp");
@@ -149,7 +149,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   const nlohmann::json run = RunJson(options, corpus);
 
   TrainResult result;
-  std::unique_ptr<LanguageModel> model;
+  std::unique_ptr<TransformerModel> model;
   int64_t step = 0;
   const fs::path checkpoint = FindCheckpoint(out_dir);
   if (!checkpoint.empty()) {
@@ -161,12 +161,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
           "checkpoint in ", checkpoint.string(),
           " belongs to a run with other options or corpus; remove it or choose another --out"));
     }
-    LINSERVE_ASSIGN_OR_RETURN(model, LanguageModel::Load(checkpoint.string(), device));
+    LINSERVE_ASSIGN_OR_RETURN(model, TransformerModel::Load(checkpoint.string(), LoadOptions{device, std::nullopt}));
     step = state.value("step", int64_t{0});
     result.train_loss = state.value("train_loss", 0.0);
     result.resumed = true;
   } else {
-    model = LanguageModel::Create(options.config, options.seed, device);
+    model = TransformerModel::Create(options.config, options.seed, device);
   }
   Transformer& net = model->module();
   net->train();

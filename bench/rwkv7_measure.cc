@@ -1,0 +1,197 @@
+#include "bench/rwkv7_measure.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "bench/engine_measure.h"
+#include "engine/rwkv7.h"
+#include "engine/state.h"
+
+namespace linserve {
+namespace {
+
+void Progress(const std::string& shape, c10::ScalarType dtype, const std::string& what) {
+  std::cerr << "  rwkv7 " << shape << " " << DtypeName(dtype) << ": " << what << std::endl;
+}
+
+torch::Tensor RandomTokens(const Rwkv7Config& config, std::vector<int64_t> shape,
+                           const torch::Device& device) {
+  return torch::randint(config.vocab_size, shape, torch::kInt64).to(device);
+}
+
+// Builds the module on the CPU with its parameters filled in place, in the
+// compute dtype (the 0.4B shape is 1.7 GB in float32: no float32 copy beside
+// it), then moves it to `device`.
+Rwkv7 RandomModule(const Rwkv7Config& config, c10::ScalarType dtype,
+                   const Rwkv7BenchOptions& options) {
+  Rwkv7Options module_options;
+  module_options.dtype = dtype;
+  module_options.chunk_size = options.chunk_size;
+  Rwkv7 module(config, module_options);
+  TensorMap parameters;
+  for (const auto& item : module->named_parameters()) parameters[item.key()] = item.value();
+  FillRandomRwkv7Weights(config, options.seed, parameters);
+  module->to(torch::Device(options.device));
+  return module;
+}
+
+int64_t StateBytes(const State& state) {
+  int64_t bytes = 0;
+  for (const LayerState& layer : state.layers) {
+    for (const torch::Tensor& t : layer) bytes += t.numel() * t.element_size();
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string DtypeName(c10::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return "float32";
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kFloat16:
+      return "float16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& name) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "bfloat16") return torch::kBFloat16;
+  if (name == "float16") return torch::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", name, "' is not float32, bfloat16 or float16"));
+}
+
+absl::StatusOr<Rwkv7Config> Rwkv7BenchShape(const std::string& name) {
+  Rwkv7Config config = Rwkv7Config01B();
+  if (name == "0.1b") return config;
+  if (name == "0.4b") {
+    config.n_layers = 24;
+    config.d_model = 1024;
+    config.n_heads = 16;
+    config.ffn_size = 4 * config.d_model;
+    return config;
+  }
+  if (name == "tiny") {
+    config.n_layers = 2;
+    config.d_model = 128;
+    config.n_heads = 2;
+    config.w_lora = config.a_lora = 16;
+    config.v_lora = 8;
+    config.g_lora = 32;
+    config.ffn_size = 4 * config.d_model;
+    config.vocab_size = 1024;
+    return config;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown RWKV-7 shape '", name, "' (0.1b, 0.4b or tiny)"));
+}
+
+MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::string& device_name) {
+  torch::NoGradGuard no_grad;
+  const torch::Device device(device_name);
+  MemoryBandwidth bandwidth;
+  bandwidth.bytes = bytes;
+  bandwidth.repeats = repeats;
+  const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
+  // Filled, so that every page is mapped before the clock starts.
+  torch::Tensor buffer = torch::ones({n}, torch::TensorOptions().device(device));
+  torch::Tensor from = buffer.narrow(0, 0, n / 2), to = buffer.narrow(0, n / 2, n / 2);
+  std::vector<double> read, copy;
+  for (int r = 0; r < repeats; ++r) {
+    read.push_back(bytes / TimeSeconds(device, [&] { buffer.sum(); }) / 1e9);
+    copy.push_back(bytes / TimeSeconds(device, [&] { to.copy_(from); }) / 1e9);
+  }
+  bandwidth.read_gb_per_s = Median(read);
+  bandwidth.copy_gb_per_s = Median(copy);
+  return bandwidth;
+}
+
+Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
+                      const Rwkv7BenchOptions& options) {
+  torch::NoGradGuard no_grad;
+  const Rwkv7Config config = Rwkv7BenchShape(shape).value();
+  const torch::Device device(options.device);
+  Rwkv7Row row;
+  row.shape = shape;
+  row.dtype = dtype;
+
+  Progress(shape, dtype, "random weights");
+  Rwkv7 module{nullptr};
+  row.init_seconds = TimeSeconds(device, [&] { module = RandomModule(config, dtype, options); });
+  for (const auto& item : module->named_parameters()) {
+    const torch::Tensor& p = item.value();
+    row.parameters += p.numel();
+    row.weight_bytes_per_token +=
+        (item.key() == "emb.weight" ? p.size(1) : p.numel()) * p.element_size();
+  }
+  row.state_bytes = StateBytes(module->NewState(1));
+
+  // Batched decode; batch 1 is the batch-1 decode. Sessions start from a
+  // short prefill, so that their states hold something. Batch sizes take
+  // turns by blocks of steps, each block after an untimed step, as in
+  // MeasureBatchedDecode (a batch-1 step right after a batch-32 one would
+  // find its weights evicted from cache).
+  const size_t n = options.batches.size();
+  std::vector<State> states;
+  std::vector<torch::Tensor> tokens;  // (B) per batch size
+  for (int64_t batch : options.batches) {
+    Progress(shape, dtype, absl::StrCat("prefilling ", batch, " sessions"));
+    states.push_back(module->NewState(batch));
+    module->ForwardPrefill(RandomTokens(config, {batch, 16}, device), states.back());
+    tokens.push_back(RandomTokens(config, {batch}, device));
+  }
+  Progress(shape, dtype, "batched decode");
+  std::vector<std::vector<double>> seconds(n);
+  for (int r = 0; r < options.repeats; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (r + i) % n;
+      module->ForwardStep(tokens[k], states[k]);
+      for (int64_t step = 0; step < options.decode_steps; ++step) {
+        seconds[k].push_back(
+            TimeSeconds(device, [&] { module->ForwardStep(tokens[k], states[k]); }));
+      }
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    row.batched_tokens_per_s.push_back(options.batches[k] / Median(seconds[k]));
+  }
+  row.decode_ms = 1e3 / row.batched_tokens_per_s.front();
+  states.clear();
+
+  const int64_t length = options.prefill_tokens;
+  const torch::Tensor prompt = RandomTokens(config, {1, length}, device);  // (1, T)
+  {
+    State warm = module->NewState(1);
+    module->ForwardPrefill(prompt.narrow(1, 0, std::min<int64_t>(length, 64)), warm);
+  }
+  Progress(shape, dtype, absl::StrCat("chunked prefill of ", length, " tokens"));
+  std::vector<double> rates;
+  for (int r = 0; r < options.prefill_repeats; ++r) {
+    State state = module->NewState(1);
+    rates.push_back(length / TimeSeconds(device, [&] { module->ForwardPrefill(prompt, state); }));
+  }
+  row.chunked_tokens_per_s = Median(rates);
+
+  // Every token's logits are computed, as a recurrent-only engine would.
+  const int64_t steps = std::min(options.recurrent_tokens, length);
+  Progress(shape, dtype, absl::StrCat("token-by-token prefill of ", steps, " tokens"));
+  std::vector<torch::Tensor> prompt_tokens;  // (1) each, built before the clock starts
+  for (int64_t i = 0; i < steps; ++i) prompt_tokens.push_back(prompt.select(1, i));
+  State state = module->NewState(1);
+  row.recurrent_tokens_per_s = steps / TimeSeconds(device, [&] {
+                                 for (const torch::Tensor& token : prompt_tokens) {
+                                   module->ForwardStep(token, state);
+                                 }
+                               });
+  return row;
+}
+
+}  // namespace linserve
