@@ -50,6 +50,7 @@ v1::Finished ToProto(const TurnSummary& summary) {
   finished.set_reason(ReasonToProto(summary));
   finished.mutable_usage()->set_prompt_tokens(summary.prompt_tokens);
   finished.mutable_usage()->set_generated_tokens(summary.generated_tokens);
+  finished.mutable_usage()->set_cached_tokens(summary.cached_tokens);
   finished.mutable_timing()->set_queue_ms(summary.queue_ms);
   finished.mutable_timing()->set_prefill_ms(summary.prefill_ms);
   finished.mutable_timing()->set_decode_ms(summary.decode_ms);

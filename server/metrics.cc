@@ -95,6 +95,22 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                .Help("Bytes of the session states held in memory")
                                .Register(r)
                                .Add({});
+  auto counter = [&r](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  prefix_lookups_ = counter("linserve_prefix_cache_lookups_total",
+                            "Prompts that looked for a cached prefix state");
+  prefix_hits_ = counter("linserve_prefix_cache_hits_total",
+                         "Prompts that resumed from a cached prefix state");
+  prefix_hit_tokens_ = counter("linserve_prefix_cache_hit_tokens_total",
+                               "Prompt tokens not prefilled thanks to a cached prefix state");
+  prefix_evictions_ = counter("linserve_prefix_cache_evictions_total",
+                              "Prefix states dropped to stay within --prefix_cache_bytes");
+  prefix_bytes_ = &BuildGauge()
+                       .Name("linserve_prefix_cache_bytes")
+                       .Help("Bytes of the prefix states the cache holds")
+                       .Register(r)
+                       .Add({});
   auto& sessions = BuildGauge()
                        .Name("linserve_sessions")
                        .Help("Sessions by where their state is: device, host or store")

@@ -56,6 +56,12 @@ class Metrics {
   prometheus::Gauge& sessions_on_device() { return *sessions_device_; }
   prometheus::Gauge& sessions_in_host() { return *sessions_host_; }
   prometheus::Gauge& sessions_in_store() { return *sessions_store_; }
+  // The prefix-state cache (server/prefix_cache.h).
+  prometheus::Counter& prefix_cache_lookups_total() { return *prefix_lookups_; }
+  prometheus::Counter& prefix_cache_hits_total() { return *prefix_hits_; }
+  prometheus::Counter& prefix_cache_hit_tokens_total() { return *prefix_hit_tokens_; }
+  prometheus::Counter& prefix_cache_evictions_total() { return *prefix_evictions_; }
+  prometheus::Gauge& prefix_cache_bytes() { return *prefix_bytes_; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -79,6 +85,11 @@ class Metrics {
   prometheus::Gauge* sessions_device_;
   prometheus::Gauge* sessions_host_;
   prometheus::Gauge* sessions_store_;
+  prometheus::Counter* prefix_lookups_;
+  prometheus::Counter* prefix_hits_;
+  prometheus::Counter* prefix_hit_tokens_;
+  prometheus::Counter* prefix_evictions_;
+  prometheus::Gauge* prefix_bytes_;
 };
 
 }  // namespace linserve

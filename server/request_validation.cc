@@ -58,6 +58,13 @@ absl::Status ValidateSessionPrompt(absl::string_view field, absl::string_view pr
   return ValidateUtf8(field, prompt);
 }
 
+absl::Status ValidateCacheSalt(absl::string_view field, absl::string_view salt,
+                               const RequestLimits& limits) {
+  if (salt.size() <= static_cast<size_t>(limits.max_cache_salt_bytes)) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, " is ", salt.size(), " bytes; at most max_cache_salt_bytes = ",
+                              limits.max_cache_salt_bytes, " are allowed"));
+}
+
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                      const RequestLimits& limits) {
   GenerateCall call;
@@ -69,6 +76,8 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
   }
   LINSERVE_RETURN_IF_ERROR(ValidateSessionPrompt("prompt", request.prompt(), limits));
   call.prompt = request.prompt();
+  LINSERVE_RETURN_IF_ERROR(ValidateCacheSalt("cache_salt", request.cache_salt(), limits));
+  call.cache_salt = request.cache_salt();
 
   const v1::SamplingParams& s = request.sampling();
   SamplingParams& p = call.sampling;

@@ -20,6 +20,7 @@ struct RequestLimits {
   int32_t default_max_new_tokens = 256;
   SamplingLimits sampling;  // max_new_tokens cap, stop sequences, vocab
   int32_t max_top_logprobs = 20;
+  int32_t max_cache_salt_bytes = 256;
 };
 
 // A Generate request after validation, in the engine's terms.
@@ -30,6 +31,7 @@ struct GenerateCall {
   bool seed_given = false;  // false: the server picks the seed
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
 };
 
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
@@ -40,6 +42,10 @@ absl::Status ValidateSessionId(absl::string_view field, absl::string_view id);
 
 // OK, or "<field> is not valid UTF-8 (first bad byte at offset N)".
 absl::Status ValidateUtf8(absl::string_view field, absl::string_view text);
+
+// A cache_salt: at most max_cache_salt_bytes bytes.
+absl::Status ValidateCacheSalt(absl::string_view field, absl::string_view salt,
+                               const RequestLimits& limits);
 
 // Text a session is created with: UTF-8, at most the prompt limit (may be empty).
 absl::Status ValidateSessionPrompt(absl::string_view field, absl::string_view prompt,

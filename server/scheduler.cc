@@ -20,6 +20,8 @@
 #include "engine/language_model.h"
 #include "engine/status_macros.h"
 #include "server/log.h"
+#include "server/prefill_pieces.h"
+#include "server/prefix_cache.h"
 #include "server/session_commands.h"
 #include "server/session_manager.h"
 #include "server/turn.h"
@@ -28,7 +30,7 @@
 namespace linserve {
 namespace {
 
-ModelFacts FactsOf(const LanguageModel& model) {
+ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) {
   ModelFacts facts;
   facts.fingerprint = model.Fingerprint();
   facts.config_json = model.ConfigJson().dump();
@@ -41,6 +43,10 @@ ModelFacts FactsOf(const LanguageModel& model) {
   facts.state_grows = model.StateGrowsWithPosition();
   facts.vocab_size = model.vocab_size();
   facts.adds_bos = model.tokenizer().add_bos();
+  facts.prefill_chunk_tokens = model.prefill_chunk_size();
+  // A growing state (the softmax baseline's KV cache) would make a snapshot
+  // cost as much as the prefix it saves: such a model gets no cache.
+  facts.prefix_cache_bytes = facts.state_grows ? 0 : options.prefix_cache_bytes;
   return facts;
 }
 
@@ -106,6 +112,7 @@ class Scheduler::Impl {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Engine thread only.
+  PrefixCache prefix_cache_;
   SessionManager sessions_;
   SessionCommands commands_;
   TurnRunner runner_;
@@ -116,15 +123,31 @@ class Scheduler::Impl {
 
 Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
                       const SchedulerOptions& options)
-    : facts_(FactsOf(*model)),
+    : facts_(FactsOf(*model, options)),
       model_(std::move(model)),
       metrics_(metrics),
       options_(options),
+      prefix_cache_({facts_.prefix_cache_bytes, options.prefix_cache_sightings,
+                     facts_.prefill_chunk_tokens},
+                    metrics),
       sessions_(*model_, facts_.fingerprint, store, metrics, options,
                 [this](std::function<void()> task) { Post(std::move(task)); }),
       commands_(*model_, sessions_),
-      runner_(*model_, sessions_, metrics, options.max_context_tokens, [this] { TurnEnded(); }) {
+      runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
+              [this] { TurnEnded(); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
+  if (facts_.state_grows && options.prefix_cache_bytes > 0) {
+    LogInfo("prefix_cache_off", {{"reason", "this model's state grows with every token (the "
+                                            "softmax baseline's KV cache), so a prefix snapshot "
+                                            "would cost as much as prefilling it"}});
+  } else {
+    LogInfo("prefix_cache", {{"bytes", facts_.prefix_cache_bytes},
+                             {"block_tokens", facts_.prefill_chunk_tokens},
+                             {"snapshots", facts_.state_bytes_per_session > 0
+                                               ? facts_.prefix_cache_bytes /
+                                                     facts_.state_bytes_per_session
+                                               : 0}});
+  }
 }
 
 Scheduler::Impl::~Impl() {
@@ -325,13 +348,21 @@ bool Scheduler::Impl::Prefill() {
   for (auto& turn : active_) {
     if (!turn->done && turn->prefilling()) pending.push_back(turn.get());
   }
+  const int64_t chunk = facts_.prefill_chunk_tokens;
+  // Pieces end on chunk boundaries (server/prefill_pieces.h).
+  auto piece = [chunk](const Turn& turn, int64_t budget, bool first) {
+    return NextPieceLength(static_cast<int64_t>(turn.prefilled),
+                           static_cast<int64_t>(turn.prefill.size()), turn.snapshot_at, budget,
+                           chunk, first);
+  };
   int64_t budget = options_.prefill_token_budget;
   bool advanced = false;
   for (size_t next = 0; next < pending.size() && budget > 0; ++next) {
     Turn* lead = pending[next];
     if (lead->done || !lead->prefilling()) continue;  // already went with an earlier group
     const int64_t remaining = static_cast<int64_t>(lead->prefill.size() - lead->prefilled);
-    const int64_t n = std::min(remaining, budget);
+    const int64_t n = piece(*lead, budget, /*first=*/!advanced);
+    if (n == 0) continue;
     // Turns that finish their prefill with exactly as many tokens from the
     // same position go through the model together: one batched call costs
     // about what one session's does.
@@ -340,6 +371,7 @@ bool Scheduler::Impl::Prefill() {
       Turn* other = pending[j];
       if (static_cast<int64_t>(group.size() + 1) * n > budget) break;
       if (!other->done && other->prefill.size() - other->prefilled == static_cast<size_t>(n) &&
+          piece(*other, n, /*first=*/false) == n &&
           other->state.positions[0] == lead->state.positions[0]) {
         group.push_back(other);
       }
@@ -424,7 +456,8 @@ absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
   return impl_->Submit(std::move(turn));
 }
 
-void Scheduler::CreateSession(std::string tenant, std::string prompt, Done<SessionInfo> done) {
+void Scheduler::CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
+                              Done<SessionInfo> done) {
   if (prompt.empty()) {
     impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
       impl->commands().CreateEmpty(tenant, done);
@@ -434,6 +467,7 @@ void Scheduler::CreateSession(std::string tenant, std::string prompt, Done<Sessi
   auto turn = std::make_unique<Turn>();
   turn->tenant = std::move(tenant);
   turn->call.prompt = std::move(prompt);
+  turn->call.cache_salt = std::move(cache_salt);
   turn->on_created = done;
   absl::Status queued = impl_->Submit(std::move(turn));
   if (!queued.ok()) done(queued);

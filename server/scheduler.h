@@ -37,6 +37,11 @@ struct SchedulerOptions {
   // session lasts unless renewed (renewed every third of it while the turn
   // runs), so a server killed mid-turn blocks the session for at most this.
   absl::Duration session_lease = absl::Seconds(10);
+  // The prefix-state cache (server/prefix_cache.h): bytes of snapshots kept
+  // (0: off), and how many prefix keys it remembers to spot a prefix's
+  // second sighting.
+  int64_t prefix_cache_bytes = 256 << 20;
+  int64_t prefix_cache_sightings = 1 << 16;
   // Decode steps run before serving, so the first requests do not pay for
   // LibTorch's lazy initialisation (kernel selection, allocator growth).
   int32_t warmup_steps = 16;
@@ -55,6 +60,8 @@ struct ModelFacts {
   bool state_grows = false;             // the softmax baseline's KV cache
   int64_t vocab_size = 0;               // rows of the logits
   bool adds_bos = false;                // a fresh state starts with BOS
+  int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill
+  int64_t prefix_cache_bytes = 0;       // the cache's bound; 0: off
 };
 
 struct SessionInfo {
@@ -64,6 +71,7 @@ struct SessionInfo {
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;
   bool busy = false;
+  int64_t cached_tokens = 0;  // CreateSession: prompt tokens resumed from the prefix-state cache
 };
 
 struct SessionPage {
@@ -98,8 +106,10 @@ class Scheduler {
   absl::Status SubmitGenerate(std::string tenant, GenerateCall call,
                               std::shared_ptr<TurnSink> sink);
 
-  // A prompt is prefilled as a turn (it counts against the queue).
-  void CreateSession(std::string tenant, std::string prompt, Done<SessionInfo> done);
+  // A prompt is prefilled as a turn (it counts against the queue);
+  // `cache_salt` keeps its prefix apart in the prefix-state cache.
+  void CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
+                     Done<SessionInfo> done);
   void GetSession(std::string tenant, std::string id, Done<SessionInfo> done);
   void ListSessions(std::string tenant, int32_t page_size, std::string page_token,
                     Done<SessionPage> done);

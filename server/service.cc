@@ -22,6 +22,7 @@ void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_created_unix_ms(info.created_unix_ms);
   out->set_last_used_unix_ms(info.last_used_unix_ms);
   out->set_busy(info.busy);
+  out->set_cached_tokens(info.cached_tokens);
 }
 
 // Answers a unary call from whichever thread the scheduler calls back on.
@@ -91,6 +92,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     if (summary != nullptr) {
       fields["finish"] = summary->cancelled ? "cancelled" : FinishReasonName(summary->reason);
       fields["prompt_tokens"] = summary->prompt_tokens;
+      fields["cached_tokens"] = summary->cached_tokens;
       fields["generated_tokens"] = summary->generated_tokens;
       fields["queue_ms"] = summary->queue_ms;
       fields["prefill_ms"] = summary->prefill_ms;
@@ -126,10 +128,11 @@ grpc::ServerUnaryReactor* LinserveService::CreateSession(grpc::CallbackServerCon
   Scheduler* scheduler = scheduler_.load();
   if (scheduler == nullptr) return Reply(context, "CreateSession", NotReady());
   absl::Status valid = ValidateSessionPrompt("prompt", request->prompt(), options_.limits);
+  if (valid.ok()) valid = ValidateCacheSalt("cache_salt", request->cache_salt(), options_.limits);
   if (!valid.ok()) return Reply(context, "CreateSession", valid);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   scheduler->CreateSession(
-      TenantOf(*context), request->prompt(),
+      TenantOf(*context), request->prompt(), request->cache_salt(),
       Answer<SessionInfo>(this, reactor, "CreateSession",
                           [response](const SessionInfo& info) { FillSession(info, response); }));
   return reactor;
@@ -208,6 +211,8 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   response->set_architecture(facts.architecture);
   response->set_tokenizer(facts.tokenizer);
   response->set_compute_dtype(facts.compute_dtype);
+  response->set_prefix_cache_bytes(facts.prefix_cache_bytes);
+  response->set_prefix_cache_block_tokens(static_cast<int32_t>(facts.prefill_chunk_tokens));
   v1::Limits* limits = response->mutable_limits();
   // Every tokenizer makes at most one token of a byte, so the byte limit on
   // the request bounds the model's work on a prompt.
@@ -223,6 +228,7 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_max_queued_requests(options_.scheduler.max_queued_requests);
   limits->set_max_state_bytes(options_.scheduler.max_state_bytes);
   limits->set_max_state_chunk_bytes(options_.max_state_chunk_bytes);
+  limits->set_max_cache_salt_bytes(options_.limits.max_cache_salt_bytes);
   return Reply(context, "GetModelInfo", absl::OkStatus());
 }
 

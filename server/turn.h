@@ -36,6 +36,13 @@ struct Turn {
   State state;
   std::vector<int64_t> prefill;  // pending token, BOS if the model takes one, prompt tokens
   size_t prefilled = 0;
+  // The prefix-state cache (server/prefix_cache.h), for a turn that starts
+  // from a fresh state: the chain keys of the prompt's whole blocks, the
+  // tokens it resumed past (0: none) and where a snapshot is due (0: none;
+  // prefill pieces end there).
+  std::vector<std::string> prefix_keys;
+  int64_t cached_tokens = 0;
+  int64_t snapshot_at = 0;
   std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
   uint64_t seed = 0;
   int64_t next_token = -1;  // sampled, fed to the model by the next decode step

@@ -19,11 +19,13 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace
 
-TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
-                       int64_t max_context_tokens, std::function<void()> turn_ended)
+TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
+                       Metrics* metrics, int64_t max_context_tokens,
+                       std::function<void()> turn_ended)
     : model_(model),
       tokenizer_(model.tokenizer()),
       sessions_(sessions),
+      prefix_cache_(prefix_cache),
       metrics_(metrics),
       max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
       turn_ended_(std::move(turn_ended)) {}
@@ -59,6 +61,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
     turn.held_back = turn.prefill.back();  // the prompt is not empty here
     turn.prefill.pop_back();
+    UsePrefixCache(turn);
     // The held-back token counts: the first turn feeds it.
     return FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size()) + 1);
   }
@@ -89,6 +92,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     session->busy = true;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
+    if (fresh) UsePrefixCache(turn);
     // Without a seed of its own a turn continues the session's random
     // stream, so a conversation replays identically after a restart.
     if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
@@ -96,6 +100,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     turn.state = model_.NewState();
     turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
     LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
+    UsePrefixCache(turn);
   }
   if (!turn.call.seed_given && rng.seed == 0) {
     rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
@@ -105,6 +110,25 @@ absl::Status TurnRunner::Begin(Turn& turn) {
   turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
   turn.generation->sampler().set_rng_state(rng);
   return absl::OkStatus();
+}
+
+void TurnRunner::UsePrefixCache(Turn& turn) {
+  if (!prefix_cache_.enabled()) return;
+  const int64_t chunk = prefix_cache_.chunk();
+  const auto tokens = static_cast<int64_t>(turn.prefill.size());
+  turn.prefix_keys = prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, turn.prefill);
+  if (turn.prefix_keys.empty()) return;  // shorter than a block: nothing to find or keep
+  // A Generate samples its first token from the logits after its prompt's
+  // last token, so it prefills at least that one; a CreateSession prefill
+  // needs no logits and may resume past its whole prompt.
+  const int64_t usable = turn.creates_session() ? tokens / chunk : (tokens - 1) / chunk;
+  const PrefixCache::Hit hit = prefix_cache_.Lookup(turn.prefix_keys, usable);
+  if (hit.state != nullptr) {
+    turn.state = CloneState(*hit.state);
+    turn.prefilled = static_cast<size_t>(hit.blocks * chunk);
+    turn.cached_tokens = hit.blocks * chunk;
+  }
+  turn.snapshot_at = prefix_cache_.ChooseSnapshot(turn.prefix_keys, hit.blocks) * chunk;
 }
 
 void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
@@ -132,6 +156,10 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
   for (size_t i = 0; i < group.size(); ++i) {
     Turn& turn = *group[i];
     turn.prefilled += static_cast<size_t>(n);
+    if (turn.snapshot_at > 0 && static_cast<int64_t>(turn.prefilled) == turn.snapshot_at) {
+      prefix_cache_.Insert(turn.prefix_keys[turn.snapshot_at / prefix_cache_.chunk() - 1],
+                           turn.state, model_.StateBytes(turn.snapshot_at));
+    }
     if (turn.prefilling()) continue;
     if (turn.creates_session()) {
       FinishTurn(turn, /*cancelled=*/false);
@@ -225,6 +253,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   summary.cancelled = cancelled;
   summary.reason = turn.generation ? turn.generation->finish_reason() : FinishReason::kNone;
   summary.prompt_tokens = static_cast<int32_t>(turn.prefilled);
+  summary.cached_tokens = static_cast<int32_t>(turn.cached_tokens);
   summary.generated_tokens = turn.generation ? turn.generation->generated_tokens() : 0;
   summary.queue_ms = Millis(turn.admitted - turn.arrived);
   const bool sampled = turn.first_token != absl::InfinitePast();
@@ -305,7 +334,11 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
             return;
           }
           if (sink) sink->Finish(summary);
-          if (on_created && session != nullptr) on_created(sessions_.InfoOf(*session));
+          if (on_created && session != nullptr) {
+            SessionInfo info = sessions_.InfoOf(*session);
+            info.cached_tokens = summary.cached_tokens;
+            on_created(std::move(info));
+          }
         });
       });
 }

@@ -17,6 +17,7 @@
 #include "engine/state.h"
 #include "engine/tokenizer.h"
 #include "server/metrics.h"
+#include "server/prefix_cache.h"
 #include "server/session_manager.h"
 #include "server/turn.h"
 
@@ -28,8 +29,8 @@ class TurnRunner {
   // or CreateSession hears the end (the scheduler frees its place there).
   // `max_context_tokens` bounds a growing state (0: no bound; see
   // SchedulerOptions).
-  TurnRunner(LanguageModel& model, SessionManager& sessions, Metrics* metrics,
-             int64_t max_context_tokens, std::function<void()> turn_ended);
+  TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
+             Metrics* metrics, int64_t max_context_tokens, std::function<void()> turn_ended);
 
   // Sets up an admitted turn: its session (made, or found and leased), its
   // state, the tokens to prefill, its sampler and seed.
@@ -55,6 +56,10 @@ class TurnRunner {
  private:
   // Samples `turn`'s next token from its logits row and streams the text.
   void Emit(Turn& turn, const float* logits);
+  // For a turn starting from a fresh state: resumes it from the longest
+  // cached prefix of its prompt, and picks the boundary where it leaves a
+  // snapshot (server/prefix_cache.h).
+  void UsePrefixCache(Turn& turn);
   // Gives every member of the decode batch its own state back.
   void DetachBatch();
   // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
@@ -65,6 +70,7 @@ class TurnRunner {
   LanguageModel& model_;
   const Tokenizer tokenizer_;
   SessionManager& sessions_;
+  PrefixCache& prefix_cache_;
   Metrics* const metrics_;
   const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
   const std::function<void()> turn_ended_;

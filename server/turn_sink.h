@@ -35,6 +35,7 @@ struct TurnSummary {
   FinishReason reason = FinishReason::kNone;
   bool cancelled = false;  // cut by the server (shutdown deadline)
   int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // of prompt_tokens, resumed from the prefix-state cache
   int32_t generated_tokens = 0;
   double queue_ms = 0;
   double prefill_ms = 0;

@@ -168,6 +168,31 @@ TEST_F(AuthTest, AnotherTenantsSessionLooksExactlyLikeAnUnknownOne) {
   EXPECT_EQ(Get(kAlice, id), grpc::StatusCode::OK);
 }
 
+TEST_F(AuthTest, ATenantNeverResumesFromAnotherTenantsPrefix) {
+  // 100 bytes: the tiny model's chunk is 16, so 6 whole chunks before the
+  // byte CreateSession holds back.
+  const std::string prompt(100, 'p');
+  // CreateSession as the tenant of `token`: the tokens of its prompt
+  // resumed from the prefix-state cache.
+  auto CachedTokensOfCreate = [](const std::string& token, const std::string& prompt) {
+    auto stub = v1::Linserve::NewStub(Channel(*server_, false));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + token);
+    v1::CreateSessionRequest request;
+    request.set_prompt(prompt);
+    v1::Session session;
+    const grpc::Status status = stub->CreateSession(&context, request, &session);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return session.cached_tokens();
+  };
+  EXPECT_EQ(CachedTokensOfCreate(kAlice, prompt), 0);
+  EXPECT_EQ(CachedTokensOfCreate(kAlice, prompt), 0);  // second sighting: kept
+  EXPECT_EQ(CachedTokensOfCreate(kBob, prompt), 0) << "bob resumed from alice's prefix";
+  EXPECT_EQ(CachedTokensOfCreate(kBob, prompt), 0);
+  EXPECT_EQ(CachedTokensOfCreate(kAlice, prompt), 96) << "alice's own prefix is cached";
+  EXPECT_EQ(CachedTokensOfCreate(kBob, prompt), 96) << "and bob's, apart from it";
+}
+
 TEST_F(AuthTest, OneConnectionServesOneTenant) {
   auto channel = Channel(*server_, false);
   const std::string id = CreateAs(kAlice, channel);
