@@ -22,22 +22,33 @@ done
 export OPENBLAS_NUM_THREADS=1
 
 work=$(mktemp -d)
-server_pid=
+pids=()
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-"$build/server/linserve" --model=models/default --listen=127.0.0.1:0 --metrics_port=-1 \
-  --store_dir="$work/store" --max_prompt_bytes=20000 2> "$work/server.log" &
-server_pid=$!
-linserve_wait_serving "$server_pid" "$work/server.log" 60 ||
-  { echo "$linserve_error" >&2; cat "$work/server.log" >&2; exit 1; }
-port=$linserve_port
+# The server measured, and beside it the same model with the prefix-state
+# cache off (section 6 compares their throughput).
+start_server() {
+  local name=$1; shift
+  "$build/server/linserve" --model=models/default --listen=127.0.0.1:0 \
+    --store_dir="$work/$name-store" --max_prompt_bytes=20000 "$@" 2> "$work/$name.log" &
+  pids+=($!)
+  linserve_wait_serving "$!" "$work/$name.log" 60 ||
+    { echo "$linserve_error" >&2; cat "$work/$name.log" >&2; exit 1; }
+}
+start_server main --metrics_port=0
+port=$linserve_port metrics_port=$linserve_metrics_port
+start_server nocache --metrics_port=-1 --prefix_cache_bytes=0
+nocache_port=$linserve_port
 
-"$build/bench/linserve-e2e-bench" --server="127.0.0.1:$port" --model=models/default "${quick[@]}" \
-  | tee "$work/out.txt"
+"$build/bench/linserve-e2e-bench" --server="127.0.0.1:$port" --model=models/default \
+  --server_without_prefix_cache="127.0.0.1:$nocache_port" "${quick[@]}" | tee "$work/out.txt"
+echo "the measured server's prefix-state cache after the run:" | tee -a "$work/out.txt"
+curl -s "http://127.0.0.1:$metrics_port/metrics" | grep '^linserve_prefix_cache' |
+  sed 's/^/  /' | tee -a "$work/out.txt"
 
 if [ "$record" = 1 ]; then
   {

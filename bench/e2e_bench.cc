@@ -11,10 +11,20 @@
 //      (import) time after 100 vs 16,000 tokens of history
 //   5. fork: 32 forks of a 4,096-token system prompt, each answering, vs 32
 //      fresh sessions each prefilled with it
+//   6. prefix-state cache: 32 requests that share a 4,096-token system
+//      prompt, each adding 64 tokens, at concurrency 8: time to first token
+//      with the prompt never seen (cold) vs seen (warm), and throughput with
+//      the cache on vs off (--server_without_prefix_cache)
+//
+// The baselines of 3 and 5 re-prefill on purpose: each of their requests
+// carries a cache_salt of its own, so the prefix-state cache never serves it.
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +34,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/engine_measure.h"
@@ -37,6 +48,9 @@ ABSL_FLAG(std::string, server, "localhost:50051", "The running server to measure
 ABSL_FLAG(std::string, model, "models/default", "The model it serves (for the engine figure)");
 ABSL_FLAG(bool, quick, false, "Tiny sizes and durations: checks that everything runs");
 ABSL_FLAG(std::string, json, "", "Also write every figure to this file");
+ABSL_FLAG(std::string, server_without_prefix_cache, "",
+          "The same model served with --prefix_cache_bytes=0, for the throughput comparison of "
+          "section 6; empty: skip it");
 
 namespace linserve {
 namespace {
@@ -60,6 +74,20 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The nearest-rank percentile `p` in [0, 100].
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// A cache_salt never used before: the request's prefix is its own.
+std::string Salt() {
+  static std::atomic<int64_t> next{0};
+  return absl::StrCat("bench-", absl::ToUnixNanos(absl::Now()), "-", next++);
+}
+
 std::string Text(int64_t bytes) {
   const std::string line = "And thus I clothe my naked villany with old odd ends. ";
   std::string text;
@@ -73,11 +101,12 @@ class Client {
   explicit Client(const ConnectionOptions& connection)
       : connection_(connection), stub_(v1::Linserve::NewStub(*Connect(connection))) {}
 
-  std::string Create(const std::string& prompt) {
+  std::string Create(const std::string& prompt, const std::string& cache_salt = "") {
     grpc::ClientContext context;
     PrepareCall(connection_, "", context);
     v1::CreateSessionRequest request;
     request.set_prompt(prompt);
+    request.set_cache_salt(cache_salt);
     v1::Session session;
     Check(stub_->CreateSession(&context, request, &session), "CreateSession");
     return session.id();
@@ -104,12 +133,14 @@ class Client {
     double ttft_ms = 0;
     v1::Finished finished;
   };
-  Turn Generate(const std::string& session, const std::string& prompt, int32_t tokens) {
+  Turn Generate(const std::string& session, const std::string& prompt, int32_t tokens,
+                const std::string& cache_salt = "") {
     grpc::ClientContext context;
     PrepareCall(connection_, session, context);
     v1::GenerateRequest request;
     request.set_session_id(session);
     request.set_prompt(prompt);
+    request.set_cache_salt(cache_salt);
     request.set_max_new_tokens(tokens);
     request.set_ignore_eos(true);
     request.mutable_sampling()->set_temperature(0.8f);
@@ -209,6 +240,101 @@ double ServerTokensPerSecond(const ConnectionOptions& connection, int32_t concur
   return r["output_token_throughput_tps"].get<double>();
 }
 
+// Section 6: requests of `system` + `own(i)` for i in [0, count) at
+// `concurrency`, each generating 16 tokens; returns each one's time to first
+// token (ms, in request order) and sets `seconds` to the wall time of all.
+std::vector<double> RunPrompts(const ConnectionOptions& connection, int count, int concurrency,
+                               const std::function<std::string(int)>& prompt, double* seconds,
+                               std::vector<int64_t>* cached = nullptr) {
+  std::vector<double> ttft(static_cast<size_t>(count));
+  if (cached != nullptr) cached->assign(static_cast<size_t>(count), 0);
+  std::atomic<int> next{0};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&] {
+      Client own(connection);
+      for (int i = next++; i < count; i = next++) {
+        const Client::Turn turn = own.Generate("", prompt(i), 16);
+        ttft[static_cast<size_t>(i)] = turn.ttft_ms;
+        if (cached != nullptr) (*cached)[static_cast<size_t>(i)] = turn.finished.usage().cached_tokens();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  *seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return ttft;
+}
+
+nlohmann::json MeasurePrefixCache(const ConnectionOptions& connection, const Sizes& sizes) {
+  const int count = sizes.forks, concurrency = 8;
+  const int64_t own_tokens = 64;
+  // Distinct from their first byte, so that no two system prompts share a block.
+  auto system = [&](const std::string& name) {
+    const std::string head = "[" + name + "] ";
+    return head + Text(sizes.conversation - static_cast<int64_t>(head.size()));
+  };
+  auto own = [&](int i) {
+    const std::string head = "\nQ" + std::to_string(i) + ": ";
+    return head + Text(own_tokens - static_cast<int64_t>(head.size()));
+  };
+  const std::string run = Salt();  // this run's prompts are new to the server
+  double cold_s = 0, warm_s = 0, off_s = 0;
+  const std::vector<double> cold = RunPrompts(
+      connection, count, concurrency,
+      [&](int i) { return system(run + " cold " + std::to_string(i)) + own(i); }, &cold_s);
+  const std::string shared = system(run + " shared");
+  Client client(connection);
+  for (int i = 0; i < 2; ++i) client.Generate("", shared + own(1000 + i), 16);  // two sightings
+  std::vector<int64_t> cached;
+  const std::vector<double> warm = RunPrompts(
+      connection, count, concurrency, [&](int i) { return shared + own(i); }, &warm_s, &cached);
+
+  absl::PrintF("6. Prefix-state cache: %d requests, a %lld-token system prompt + %lld tokens of "
+               "their own, concurrency %d, 16 tokens out\n",
+               count, sizes.conversation, own_tokens, concurrency);
+  absl::PrintF("  %-44s %9s %9s\n", "time to first token (ms)", "median", "p99");
+  absl::PrintF("  %-44s %9.1f %9.1f\n", "cold: each system prompt never seen", Median(cold),
+               Percentile(cold, 99));
+  absl::PrintF("  %-44s %9.1f %9.1f\n", "warm: the shared one seen twice before", Median(warm),
+               Percentile(warm, 99));
+  absl::PrintF("  ratio %.1fx faster at the median (target >= 20x); cached tokens per warm "
+               "request: %lld to %lld\n",
+               Median(cold) / Median(warm), *std::min_element(cached.begin(), cached.end()),
+               *std::max_element(cached.begin(), cached.end()));
+  nlohmann::json out = {{"cold_ttft_ms", {Median(cold), Percentile(cold, 99)}},
+                        {"warm_ttft_ms", {Median(warm), Percentile(warm, 99)}},
+                        {"warm_rps", count / warm_s}};
+  const std::string without = absl::GetFlag(FLAGS_server_without_prefix_cache);
+  if (!without.empty()) {
+    ConnectionOptions off = connection;
+    off.server = without;
+    Client(off).Generate("", shared + own(1000), 16);  // the same history as the server with it
+    Client(off).Generate("", shared + own(1001), 16);
+    RunPrompts(off, count, concurrency, [&](int i) { return shared + own(i); }, &off_s);
+    absl::PrintF("  throughput of the warm requests: cache on %.2f, off %.2f requests/s: %.1fx\n",
+                 count / warm_s, count / off_s, off_s / warm_s);
+    out["off_rps"] = count / off_s;
+  }
+  // What a snapshot at every boundary of every prompt would have kept.
+  const int64_t block = [&] {
+    auto stub = v1::Linserve::NewStub(*Connect(connection));
+    grpc::ClientContext context;
+    PrepareCall(connection, "", context);
+    v1::ModelInfo info;
+    (void)stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+    out["state_bytes"] = info.state_bytes_per_session();
+    return std::max<int64_t>(1, info.prefix_cache_block_tokens());
+  }();
+  const int64_t per_prompt = (sizes.conversation + own_tokens) / block;
+  const int64_t every = count * per_prompt + (per_prompt - sizes.conversation / block) * (count + 2) +
+                        sizes.conversation / block;
+  absl::PrintF("  a snapshot at every boundary of every prompt would keep %lld (%.1f MiB); the "
+               "second-sighting rule keeps one a shared prefix (the server's gauge below)\n\n",
+               every, static_cast<double>(every * out["state_bytes"].get<int64_t>()) / (1 << 20));
+  return out;
+}
+
 int Main() {
   const Sizes sizes = SizesFor(absl::GetFlag(FLAGS_quick));
   ConnectionOptions connection;
@@ -255,7 +381,7 @@ int Main() {
     const std::string fork = client.Fork(base);
     resumed.push_back(client.Generate(fork, "\n", 1).ttft_ms);
     client.Delete(fork);
-    resent.push_back(client.Generate("", conversation + "\n", 1).ttft_ms);
+    resent.push_back(client.Generate("", conversation + "\n", 1, Salt()).ttft_ms);
   }
   absl::PrintF("3. Resume vs re-prefill: time to first token after a %lld-token conversation "
                "(median of %d)\n", sizes.conversation, sizes.repeats);
@@ -314,7 +440,7 @@ int Main() {
     for (int i = 0; i < sizes.forks; ++i) {
       workers.emplace_back([&, i] {
         Client own(connection);
-        const std::string id = fork ? own.Fork(base) : own.Create(conversation);
+        const std::string id = fork ? own.Fork(base) : own.Create(conversation, Salt());
         own.Generate(id, "\nQ" + std::to_string(i) + ": ", 32);
         own.Delete(id);
       });
@@ -330,6 +456,9 @@ int Main() {
   absl::PrintF("  ratio %.1fx faster\n", fresh / forked);
   out["fork_ms"] = forked;
   out["fresh_ms"] = fresh;
+
+  // 6.
+  out["prefix_cache"] = MeasurePrefixCache(connection, sizes);
 
   if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << out.dump(2);
   return 0;

@@ -125,6 +125,12 @@ TEST(RequestValidationTest, EveryBadFieldIsNamedWithItsBound) {
   r.set_logprobs(false);
   r.set_top_logprobs(2);
   ExpectInvalid(r, "top_logprobs needs logprobs = true");
+
+  r = Good();
+  r.set_cache_salt(std::string(257, 's'));
+  ExpectInvalid(r, "cache_salt is 257 bytes; at most max_cache_salt_bytes = 256 are allowed");
+  r.set_cache_salt(std::string(256, 's'));
+  EXPECT_EQ(ValidateGenerateRequest(r, RequestLimits{})->cache_salt, std::string(256, 's'));
 }
 
 TEST(RequestValidationTest, ContinuingASessionMayHaveAnEmptyPrompt) {
