@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu_matvec.h"
 #include "engine/rwkv7_wkv_cpu.h"
 
 namespace linserve {
@@ -138,18 +139,19 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
 }
 
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor in = x.to(weight.scalar_type());
-  // One row in float32 on the CPU: torch::linear would repack the whole
-  // weight for the BLAS on every call (3x slower for the 0.1B head); a
-  // matrix-vector product reads it once. bfloat16 and float16 are faster
-  // through linear (fixtures' README, bench/RESULTS.md).
-  if (in.numel() == weight.size(1) && weight.scalar_type() == torch::kFloat32 &&
-      weight.device().is_cpu()) {
-    std::vector<int64_t> shape = in.sizes().vec();
+  // One row on the CPU (batch-1 decode): a matrix-vector product, which
+  // reads the weight once. torch::linear would repack a float32 weight for
+  // the BLAS on every call (3x slower for the 0.1B head), and reads a
+  // bfloat16 one at a third of the memory's rate (engine/cpu_matvec.h).
+  if (x.numel() == weight.size(1) && weight.device().is_cpu()) {
+    std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = weight.size(0);
-    return torch::mv(weight, in.reshape({-1})).view(shape);
+    if (HasCpuMatVec(weight.scalar_type())) return CpuMatVec(weight, x.reshape({-1})).view(shape);
+    if (weight.scalar_type() == torch::kFloat32) {
+      return torch::mv(weight, x.to(torch::kFloat32).reshape({-1})).view(shape);
+    }
   }
-  return torch::linear(in, weight).to(torch::kFloat32);
+  return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
 }
 
 Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype)
