@@ -139,17 +139,27 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
 }
 
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
+  const bool cpu = weight.device().is_cpu();
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = weight.size(0);
   // One row on the CPU (batch-1 decode): a matrix-vector product, which
   // reads the weight once. torch::linear would repack a float32 weight for
   // the BLAS on every call (3x slower for the 0.1B head), and reads a
   // bfloat16 one at a third of the memory's rate (engine/cpu_matvec.h).
-  if (x.numel() == weight.size(1) && weight.device().is_cpu()) {
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
+  if (x.numel() == weight.size(1) && cpu) {
     if (HasCpuMatVec(weight.scalar_type())) return CpuMatVec(weight, x.reshape({-1})).view(shape);
     if (weight.scalar_type() == torch::kFloat32) {
       return torch::mv(weight, x.to(torch::kFloat32).reshape({-1})).view(shape);
     }
+  }
+  // One token for each of a few sessions (batched decode) in float32. Only
+  // then: a prefill's rows must go through the same product whatever the
+  // number of chunks in the call (server/prefill_pieces.h).
+  const int64_t rows = x.numel() / weight.size(1);
+  const bool one_token_each = x.dim() == 2 || (x.dim() == 3 && x.size(1) == 1);
+  if (cpu && one_token_each && rows <= kMaxFewRows && weight.scalar_type() == torch::kFloat32 &&
+      HasCpuMatVec(torch::kFloat32)) {
+    return CpuFewRowsProduct(weight, x.reshape({rows, -1}).to(torch::kFloat32)).view(shape);
   }
   return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
 }

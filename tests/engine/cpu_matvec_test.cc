@@ -1,6 +1,7 @@
-// The AVX-512 one-row products (engine/cpu_matvec.h) against the same
-// product in float64, for widths with and without a tail past the kernels'
-// 64-column steps, in float32 and bfloat16, on one thread and several.
+// The AVX-512 products (engine/cpu_matvec.h) against the same product in
+// float64: one row in float32 and bfloat16, widths with and without a tail
+// past the kernels' 64-column steps, on one thread and several; a few rows
+// in float32, with weight rows past the last block of eight.
 
 #include "engine/cpu_matvec.h"
 
@@ -47,6 +48,36 @@ TEST_P(CpuMatVecTest, RowsSplitOverThreadsGiveTheSameBits) {
   const torch::Tensor several = CpuMatVec(weight, x);
   torch::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(one, several));
+}
+
+TEST(CpuFewRowsProductTest, EqualsTheProductInFloat64) {
+  const torch::ScalarType dtype = torch::kFloat32;
+  if (!HasCpuMatVec(dtype)) GTEST_SKIP() << "this CPU has no AVX-512F";
+  torch::manual_seed(4);
+  for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, kMaxFewRows}) {
+    for (const auto& [out, cols] : {std::pair<int64_t, int64_t>{1, 3}, {13, 64}, {2053, 96}}) {
+      const torch::Tensor weight = torch::randn({out, cols}).to(dtype);
+      const torch::Tensor x = torch::randn({rows, cols});
+      const torch::Tensor expected =
+          torch::matmul(x.to(torch::kFloat64), weight.to(torch::kFloat64).t());
+      const torch::Tensor got = CpuFewRowsProduct(weight, x);
+      ASSERT_EQ(got.sizes(), torch::IntArrayRef({rows, out}));
+      const double tolerance = 1e-5 * std::sqrt(static_cast<double>(cols));
+      EXPECT_LT((got.to(torch::kFloat64) - expected).abs().max().item<double>(), tolerance)
+          << rows << " rows, " << out << " x " << cols;
+    }
+  }
+}
+
+TEST(CpuFewRowsProductTest, EachRowHasTheSameBitsWhateverTheOthers) {
+  const torch::ScalarType dtype = torch::kFloat32;
+  if (!HasCpuMatVec(dtype)) GTEST_SKIP() << "this CPU has no AVX-512F";
+  const torch::Tensor weight = torch::randn({300, 80}).to(dtype);
+  const torch::Tensor x = torch::randn({7, 80});
+  const torch::Tensor all = CpuFewRowsProduct(weight, x);
+  for (int64_t r = 0; r < 7; ++r) {
+    EXPECT_TRUE(torch::equal(all[r], CpuFewRowsProduct(weight, x.narrow(0, r, 1))[0])) << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuMatVecTest,
