@@ -1,9 +1,9 @@
 #ifndef LINSERVE_ENGINE_CPU_MATVEC_H_
 #define LINSERVE_ENGINE_CPU_MATVEC_H_
 
-// Decode's products on the CPU without the BLAS. Batch-1 decode of a
-// large model is a chain of these over weights far bigger than the cache,
-// so it runs at the speed memory feeds them. On the development machine
+// Decode's products on the CPU without the BLAS. Batch-1 decode of a large
+// model is a chain of one-row products over weights far bigger than the
+// cache, so it runs at the speed memory feeds them. On the development machine
 // OpenBLAS's sgemv read about 14 GB/s and bfloat16's one-row torch::linear
 // (oneDNN) 9 GB/s, against 26 to 29 GB/s for a plain sum. The AVX-512 loops
 // here, one row at a time with four independent accumulators, ran the 0.1B
