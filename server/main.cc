@@ -111,7 +111,7 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
           "its own sessions");
 ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{256} << 20,
           "Bytes of prefix states the prefix-state cache keeps (least recently used go first): "
-          "about 1,000 snapshots of the default model, 100 of an RWKV-7 0.1B; 0 turns it off");
+          "about 500 snapshots of the default model, 100 of an RWKV-7 0.1B; 0 turns it off");
 ABSL_FLAG(int64_t, prefix_cache_sightings, 65536,
           "Prefix keys remembered (32 bytes each) to spot a prefix's second sighting, when the "
           "cache keeps its state");
