@@ -21,54 +21,43 @@ static_assert(kMaxFewRows == 32, "EightRowsByInputs and OneRowByInputs assume 32
 // The kernels are compiled for AVX-512F alone (the rest of the build targets
 // the baseline x86-64) and only called after HasCpuMatVec checked the CPU.
 
-__attribute__((target("avx512f"))) void RowsFloat(const float* w, int64_t begin, int64_t end,
-                                                  int64_t n, const float* x, float* y) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float* row = w + i * n;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 64 <= n; j += 64) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(row + j), _mm512_loadu_ps(x + j), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(row + j + 16), _mm512_loadu_ps(x + j + 16), a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(row + j + 32), _mm512_loadu_ps(x + j + 32), a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(row + j + 48), _mm512_loadu_ps(x + j + 48), a3);
-    }
-    float sum =
-        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    for (; j < n; ++j) sum += row[j] * x[j];
-    y[i] = sum;
-  }
+// 16 weights as float32 lanes. A bfloat16 is the top half of a float32's
+// bits, so it widens by a shift.
+__attribute__((target("avx512f"))) inline __m512 Load16(const float* p) {
+  return _mm512_loadu_ps(p);
 }
-
-// 16 bfloat16 values widened to float32: a bfloat16 is the top half of a
-// float32's bits.
-__attribute__((target("avx512f"))) inline __m512 LoadBf16(const uint16_t* p) {
+__attribute__((target("avx512f"))) inline __m512 Load16(const uint16_t* p) {
   const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
+inline float ToFloat(float value) { return value; }
+inline float ToFloat(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
 
-__attribute__((target("avx512f"))) void RowsBf16(const uint16_t* w, int64_t begin, int64_t end,
-                                                 int64_t n, const float* x, float* y) {
+// y[i] = W[i] . x for rows [begin, end) of W (rows of n float32 or bfloat16
+// weights): 64 columns a step into four independent accumulators, then the
+// tail.
+template <typename Weight>
+__attribute__((target("avx512f"))) void Rows(const Weight* w, int64_t begin, int64_t end,
+                                             int64_t n, const float* x, float* y) {
   for (int64_t i = begin; i < end; ++i) {
-    const uint16_t* row = w + i * n;
+    const Weight* row = w + i * n;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 64 <= n; j += 64) {
-      a0 = _mm512_fmadd_ps(LoadBf16(row + j), _mm512_loadu_ps(x + j), a0);
-      a1 = _mm512_fmadd_ps(LoadBf16(row + j + 16), _mm512_loadu_ps(x + j + 16), a1);
-      a2 = _mm512_fmadd_ps(LoadBf16(row + j + 32), _mm512_loadu_ps(x + j + 32), a2);
-      a3 = _mm512_fmadd_ps(LoadBf16(row + j + 48), _mm512_loadu_ps(x + j + 48), a3);
+      a0 = _mm512_fmadd_ps(Load16(row + j), _mm512_loadu_ps(x + j), a0);
+      a1 = _mm512_fmadd_ps(Load16(row + j + 16), _mm512_loadu_ps(x + j + 16), a1);
+      a2 = _mm512_fmadd_ps(Load16(row + j + 32), _mm512_loadu_ps(x + j + 32), a2);
+      a3 = _mm512_fmadd_ps(Load16(row + j + 48), _mm512_loadu_ps(x + j + 48), a3);
     }
     float sum =
         _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    for (; j < n; ++j) {
-      const uint32_t bits = static_cast<uint32_t>(row[j]) << 16;
-      float value;
-      std::memcpy(&value, &bits, sizeof(value));
-      sum += value * x[j];
-    }
+    for (; j < n; ++j) sum += ToFloat(row[j]) * x[j];
     y[i] = sum;
   }
 }
@@ -128,11 +117,11 @@ torch::Tensor CpuMatVec(const torch::Tensor& weight, const torch::Tensor& x) {
   if (weight.scalar_type() == torch::kFloat32) {
     const float* w = weight.data_ptr<float>();
     at::parallel_for(0, out, kRowsPerTask,
-                     [&](int64_t begin, int64_t end) { RowsFloat(w, begin, end, n, x_p, y_p); });
+                     [&](int64_t begin, int64_t end) { Rows(w, begin, end, n, x_p, y_p); });
   } else {
     const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
     at::parallel_for(0, out, kRowsPerTask,
-                     [&](int64_t begin, int64_t end) { RowsBf16(w, begin, end, n, x_p, y_p); });
+                     [&](int64_t begin, int64_t end) { Rows(w, begin, end, n, x_p, y_p); });
   }
   return y;
 }
