@@ -5,9 +5,9 @@
 // model is a chain of one-row products over weights far bigger than the
 // cache, so it runs at the speed memory feeds them. On the development machine
 // OpenBLAS's sgemv read about 14 GB/s and bfloat16's one-row torch::linear
-// (oneDNN) 9 GB/s, against 26 to 29 GB/s for a plain sum. The AVX-512 loops
+// (oneDNN) 9 GB/s, against 23 to 29 GB/s for a plain sum. The AVX-512 loops
 // here, one row at a time with four independent accumulators, ran the 0.1B
-// head about 1.7 times as fast as sgemv, and batch-1 decode of the 0.1B
+// head 1.5 to 1.7 times as fast as sgemv, and batch-1 decode of the 0.1B
 // shape went from 42.5 to about 35 ms (bench/RESULTS.md, RWKV-7). Rows are
 // split over LibTorch's intra-op threads. Thread-safe.
 

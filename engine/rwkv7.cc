@@ -27,9 +27,30 @@ torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
   return torch::cat({last.unsqueeze(1), x.narrow(1, 0, x.size(1) - 1)}, 1);
 }
 
-// x (..., in) float32 through a low-rank matrix m (in, out) in the compute dtype.
+// Rows a float32 low-rank product in a prefill runs on at least. OpenBLAS
+// computes a product of fewer than about 1,100 outputs (rows x columns) by
+// another path whose sums differ in the last bit, so with Dv = 32 a chunk of
+// 32 rows came out different alone than inside a longer call, and a prefill
+// resumed at a chunk boundary from the prefix-state cache did not match one
+// run from the start (server/prefill_pieces.h; Rwkv7PiecesTest).
+constexpr int64_t kMinLowRankRows = 64;
+
+// x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
+// dtype. A float32 prefill call of fewer than kMinLowRankRows rows is padded
+// with zero rows; decode (T = 1) is not, since its calls never meet a
+// prefill's.
 torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
-  return torch::matmul(x.to(m.scalar_type()), m).to(torch::kFloat32);
+  const torch::Tensor in = x.to(m.scalar_type());
+  const int64_t rows = in.numel() / in.size(-1);
+  if (m.scalar_type() == torch::kFloat32 && m.is_cpu() && in.dim() == 3 && in.size(1) > 1 &&
+      rows < kMinLowRankRows) {
+    const torch::Tensor padded =
+        torch::constant_pad_nd(in.reshape({rows, in.size(-1)}), {0, 0, 0, kMinLowRankRows - rows});
+    std::vector<int64_t> shape = in.sizes().vec();
+    shape.back() = m.size(1);
+    return torch::mm(padded, m).narrow(0, 0, rows).reshape(shape);
+  }
+  return torch::matmul(in, m).to(torch::kFloat32);
 }
 
 // The recurrent form, one token for each of B sessions; every input (B, H, N).

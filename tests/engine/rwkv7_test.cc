@@ -493,5 +493,51 @@ TEST(Rwkv7StateTest, StateSizeIsConstantAndFinite) {
   EXPECT_EQ(long_state.positions, std::vector<int64_t>{10000});
 }
 
+// The prefix-state cache resumes a prompt at a chunk boundary and prefills
+// the rest in pieces that end on chunk boundaries (server/prefill_pieces.h);
+// its output is the same bits as a run from the start only if a chunk's
+// numbers do not depend on how many chunks share the engine call. Low-rank
+// widths and width as published (Dv = 32 is the narrowest product), chunk 32.
+TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
+  Rwkv7Config config = SmallConfig(768, 12);  // the 0.1B shape's width
+  config.n_layers = 2;
+  config.w_lora = 64;
+  config.a_lora = 64;
+  config.v_lora = 32;
+  config.g_lora = 128;
+  Rwkv7Checkpoint checkpoint{config, RandomRwkv7Weights(config, 21)};
+  constexpr int64_t L = 32;
+  const std::vector<int64_t> tokens = RandomTokens(5 * L + 7, config.vocab_size, 21);
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
+    Rwkv7 module = MakeModule(checkpoint, dtype, L);
+    auto run = [&](const std::vector<int64_t>& ends) {
+      State state = module->NewState();
+      torch::Tensor logits;
+      int64_t start = 0;
+      for (int64_t end : ends) {
+        logits = Prefill(module, state,
+                         std::vector<int64_t>(tokens.begin() + start, tokens.begin() + end));
+        start = end;
+      }
+      return std::make_pair(logits, state);
+    };
+    const auto [whole_logits, whole] = run({5 * L, 5 * L + 7});
+    for (const std::vector<int64_t>& ends : {std::vector<int64_t>{L, 3 * L, 5 * L, 5 * L + 7},
+                                             {4 * L, 5 * L, 5 * L + 7},
+                                             {2 * L, 5 * L, 5 * L + 7}}) {
+      const auto [logits, state] = run(ends);
+      EXPECT_TRUE(torch::equal(logits, whole_logits))
+          << c10::toString(dtype) << ", pieces ending at " << ends[0];
+      for (size_t l = 0; l < state.layers.size(); ++l) {
+        for (size_t t = 0; t < state.layers[l].size(); ++t) {
+          EXPECT_TRUE(torch::equal(state.layers[l][t], whole.layers[l][t]))
+              << c10::toString(dtype) << ", pieces ending at " << ends[0] << ", layer " << l
+              << " tensor " << t;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace linserve
