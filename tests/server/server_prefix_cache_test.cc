@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/language_model.h"
 #include "engine/model_config.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
@@ -206,19 +207,21 @@ INSTANTIATE_TEST_SUITE_P(ConstantStateKinds, PrefixCacheKindTest,
 
 TEST(PrefixCacheTest, EvictionKeepsTheCacheWithinItsBytesAndTheMetricsAgree) {
   const std::string model_dir = ModelDirFor("linear_elu");
-  // Room for three snapshots.
-  auto probe = Start(model_dir, "prefix-probe", {"--warmup_steps=0"});
-  ASSERT_NE(probe, nullptr);
-  grpc::ClientContext context;
-  v1::ModelInfo info;
-  ASSERT_TRUE(probe->Stub()->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
-  EXPECT_EQ(info.prefix_cache_block_tokens(), kChunk);
-  const int64_t state_bytes = info.state_bytes_per_session();
+  // Room for three snapshots and a half.
+  auto model = LanguageModel::Load(model_dir, LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t state_bytes = (*model)->StateBytes(0);
   const int64_t bound = 3 * state_bytes + state_bytes / 2;
   auto server = Start(model_dir, "prefix-evict",
                       {"--prefix_cache_bytes=" + std::to_string(bound), "--warmup_steps=0"});
   ASSERT_NE(server, nullptr);
   auto stub = server->Stub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.prefix_cache_block_tokens(), kChunk);
+  EXPECT_EQ(info.prefix_cache_bytes(), bound);
+  EXPECT_EQ(info.state_bytes_per_session(), state_bytes);
   constexpr int kPrompts = 8;
   for (int i = 0; i < kPrompts; ++i) {
     // Distinct from the first byte, and seen twice: one snapshot each, at
