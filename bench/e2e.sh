@@ -34,7 +34,8 @@ trap cleanup EXIT
 start_server() {
   local name=$1; shift
   "$build/server/linserve" --model=models/default --listen=127.0.0.1:0 \
-    --store_dir="$work/$name-store" --max_prompt_bytes=20000 "$@" 2> "$work/$name.log" &
+    --http_listen=127.0.0.1:0 --store_dir="$work/$name-store" --max_prompt_bytes=20000 "$@" \
+    2> "$work/$name.log" &
   pids+=($!)
   linserve_wait_serving "$!" "$work/$name.log" 60 ||
     { echo "$linserve_error" >&2; cat "$work/$name.log" >&2; exit 1; }

@@ -17,12 +17,14 @@ class StartError(Exception):
 
 
 class Started:
-    """A serving linserve: its process and the ports from "listening"."""
+    """A serving linserve: its process and the ports from "listening"
+    (http_port 0: HTTP off)."""
 
     def __init__(self, process: subprocess.Popen, listening: dict):
         self.process = process
         self.port = listening["port"]
         self.metrics_port = listening["metrics_port"]
+        self.http_port = listening.get("http_port", 0)
 
 
 def read_log(log) -> str:
@@ -48,10 +50,11 @@ def log_events(text: str) -> list:
 
 def start(command: list, log, timeout: float = 120.0, stdout=None) -> Started:
     """Runs `command` (the binary, then its flags: pass --listen=127.0.0.1:0
-    for a free port) with stderr on `log`, an open file, and
-    OPENBLAS_NUM_THREADS=1, and returns once it logs "serving". On an early
-    exit, or with no "serving" after `timeout` s, raises StartError; the
-    process is never left running when this raises."""
+    and --http_listen=127.0.0.1:0 for free ports; --http_listen's default,
+    0.0.0.0:8080, clashes between servers) with stderr on `log`, an open
+    file, and OPENBLAS_NUM_THREADS=1, and returns once it logs "serving".
+    On an early exit, or with no "serving" after `timeout` s, raises
+    StartError; the process is never left running when this raises."""
     process = subprocess.Popen(command, stdout=stdout, stderr=log,
                                env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     try:

@@ -70,7 +70,8 @@ class Server:
         make_pki(work)
         self.log_path = f"{work}/server.log"
         self.log = open(self.log_path, "w+")
-        command = [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=0",
+        command = [binary, f"--model={model}", "--listen=127.0.0.1:0",
+                   "--http_listen=127.0.0.1:0", "--metrics_port=0",
                    f"--metrics_host=127.0.0.1", f"--store_dir={work}/store",
                    f"--tls_cert_file={work}/server.pem", f"--tls_key_file={work}/server.key",
                    f"--auth_tokens_file={work}/tokens.txt", "--warmup_steps=4",

@@ -42,7 +42,8 @@ fail() {
 
 # One BLAS thread: the test machine runs other suites in parallel.
 OPENBLAS_NUM_THREADS=1 "$binary" --model="$source/models/default" --listen=127.0.0.1:0 \
-  --metrics_port=-1 --store_dir="$work/store" --warmup_steps=0 2>"$work/server.log" &
+  --http_listen=127.0.0.1:0 --metrics_port=-1 --store_dir="$work/store" --warmup_steps=0 \
+  2>"$work/server.log" &
 server_pid=$!
 
 linserve_wait_serving "$server_pid" "$work/server.log" 60 || fail "$linserve_error"

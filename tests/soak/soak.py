@@ -62,7 +62,8 @@ SERVICE = "/linserve.v1.Linserve/"
 class Server:
     def __init__(self, binary, model, work, name):
         self.log_path = f"{work}/{name}.log"
-        command = [binary, f"--model={model}", "--listen=127.0.0.1:0", "--metrics_port=-1",
+        command = [binary, f"--model={model}", "--listen=127.0.0.1:0",
+                   "--http_listen=127.0.0.1:0", "--metrics_port=-1",
                    f"--store_dir={work}/{name}-store"]
         try:
             started = linserve_process.start(command, open(self.log_path, "w"))
