@@ -82,6 +82,26 @@ absl::StatusOr<std::vector<TokenEntry>> ReadTokenFile(const std::string& path) {
   return entries;
 }
 
+absl::StatusOr<std::string> TenantOfAuthorization(const std::vector<TokenEntry>& tokens,
+                                                  std::optional<absl::string_view> authorization) {
+  if (!authorization.has_value()) {
+    return absl::UnauthenticatedError("missing authorization: Bearer <token>");
+  }
+  absl::string_view value = *authorization;
+  if (!absl::ConsumePrefix(&value, "Bearer ")) {
+    return absl::UnauthenticatedError("authorization must be \"Bearer <token>\"");
+  }
+  const std::string digest = Sha256Digest({std::string_view(value.data(), value.size())});
+  const TokenEntry* match = nullptr;
+  for (const TokenEntry& entry : tokens) {
+    // Every entry is compared, whatever matched before.
+    const bool equal = CRYPTO_memcmp(entry.token_sha256.data(), digest.data(), digest.size()) == 0;
+    if (equal) match = &entry;
+  }
+  if (match == nullptr) return absl::UnauthenticatedError("unknown token");
+  return match->tenant;
+}
+
 BearerTokenProcessor::BearerTokenProcessor(std::vector<TokenEntry> tokens)
     : tokens_(std::move(tokens)) {}
 
@@ -97,31 +117,21 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
     return grpc::Status::OK;
   }
   const auto header = auth_metadata.find("authorization");
-  if (header == auth_metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing authorization: Bearer <token> metadata");
-  }
-  absl::string_view value(header->second.data(), header->second.size());
-  if (!absl::ConsumePrefix(&value, "Bearer ")) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "authorization metadata must be \"Bearer <token>\"");
-  }
-  const std::string digest = Sha256Digest({std::string_view(value.data(), value.size())});
-  const TokenEntry* match = nullptr;
-  for (const TokenEntry& entry : tokens_) {
-    // Every entry is compared, whatever matched before.
-    const bool equal = CRYPTO_memcmp(entry.token_sha256.data(), digest.data(), digest.size()) == 0;
-    if (equal) match = &entry;
-  }
-  if (match == nullptr) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown token");
+  const absl::StatusOr<std::string> tenant = TenantOfAuthorization(
+      tokens_, header == auth_metadata.end()
+                   ? std::nullopt
+                   : std::optional<absl::string_view>(
+                         absl::string_view(header->second.data(), header->second.size())));
+  if (!tenant.ok()) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                        std::string(tenant.status().message()));
   const auto existing = context->FindPropertyValues(kTenantProperty);
   if (!existing.empty()) {
-    if (existing.front() != match->tenant) {
+    if (existing.front() != *tenant) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "this connection belongs to another tenant; open a new one");
     }
   } else {
-    context->AddProperty(kTenantProperty, match->tenant);
+    context->AddProperty(kTenantProperty, *tenant);
   }
   consumed_auth_metadata->insert({"authorization", std::string(header->second.data(),
                                                                header->second.size())});

@@ -18,6 +18,7 @@
 //   private address with --metrics_host.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace linserve {
 
@@ -40,6 +42,13 @@ struct TokenEntry {
 // starting with '#' ignored. Tokens are at least 16 bytes of printable ASCII,
 // tenants 1-64 of [A-Za-z0-9_.-]; errors name the line.
 absl::StatusOr<std::vector<TokenEntry>> ReadTokenFile(const std::string& path);
+
+// The tenant of an authorization header's value ("Bearer <token>"; nullopt:
+// no header), checked in constant time (SHA-256 of the presented token
+// compared with every entry's digest, no early exit); UNAUTHENTICATED
+// naming what is wrong otherwise. Both transports (gRPC, HTTP) use it.
+absl::StatusOr<std::string> TenantOfAuthorization(const std::vector<TokenEntry>& tokens,
+                                                  std::optional<absl::string_view> authorization);
 
 // Checks "authorization: Bearer <token>" in constant time (SHA-256 of the
 // presented token compared with every entry's digest, no early exit) and

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -17,12 +18,16 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/language_model.h"
 #include "server/auth.h"
 #include "server/connection_options.h"
+#include "server/chat_template.h"
 #include "server/disk_state_store.h"
+#include "server/http_server.h"
 #include "server/redis_state_store.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -39,6 +44,24 @@ ABSL_FLAG(std::string, dtype, "",
           "architecture's default for the device (the state is always float32)");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
+ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
+          "OpenAI-compatible HTTP API address (/v1/completions, /v1/chat/completions, "
+          "/v1/models, /tokenize, /detokenize, /health); port 0 picks a free port (logged); "
+          "empty turns it off");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model's id in the HTTP API (/v1/models, the \"model\" field); empty: the "
+          "--model directory's name");
+ABSL_FLAG(int32_t, http_threads, 256,
+          "HTTP connections served at once (a streaming request holds one for its length); "
+          "more wait for a free one");
+ABSL_FLAG(int64_t, max_http_body_bytes, 1 << 20,
+          "Bytes of one HTTP request body; a larger one is refused with 413");
+ABSL_FLAG(int64_t, max_http_header_bytes, 16 << 10,
+          "Bytes of one HTTP request's headers (the library caps one line at 8 KiB); more is "
+          "refused with 431");
+ABSL_FLAG(std::string, http_cors_origins, "",
+          "Browser origins allowed to call the HTTP API (comma-separated, * for any); empty: "
+          "requests carrying an Origin header are refused with 403");
 ABSL_FLAG(int32_t, metrics_port, 9464,
           "Prometheus /metrics port; 0 picks a free port (logged), -1 is off");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "IPv4 address the metrics endpoint listens on");
@@ -236,6 +259,41 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
   return std::unique_ptr<StateStore>(*std::move(redis));
 }
 
+// The HTTP API's options; `listen` is set (non-empty).
+absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
+  HttpOptions h;
+  if (absl::Status ok = ParseHttpListen(absl::GetFlag(FLAGS_http_listen), h); !ok.ok()) return ok;
+  h.threads = absl::GetFlag(FLAGS_http_threads);
+  h.max_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
+  h.max_header_bytes = absl::GetFlag(FLAGS_max_http_header_bytes);
+  for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"http_threads", h.threads},
+           {"max_http_body_bytes", h.max_body_bytes},
+           {"max_http_header_bytes", h.max_header_bytes}}) {
+    if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
+  }
+  for (absl::string_view origin :
+       absl::StrSplit(absl::GetFlag(FLAGS_http_cors_origins), ',', absl::SkipWhitespace())) {
+    h.cors_origins.emplace_back(absl::StripAsciiWhitespace(origin));
+  }
+  h.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  if (h.served_model_name.empty()) {
+    std::filesystem::path model(absl::GetFlag(FLAGS_model));
+    if (!model.has_filename()) model = model.parent_path();  // "models/x/"
+    h.served_model_name = std::filesystem::is_directory(model) ? model.filename().string()
+                                                               : model.stem().string();
+  }
+  h.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  h.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  h.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  if (const std::string tokens = absl::GetFlag(FLAGS_auth_tokens_file); !tokens.empty()) {
+    absl::StatusOr<std::vector<TokenEntry>> entries = ReadTokenFile(tokens);
+    if (!entries.ok()) return entries.status();
+    h.tokens = *std::move(entries);
+  }
+  return h;
+}
+
 int Fail(const char* event, const absl::Status& status) {
   LogError(event, {{"error", status.ToString()}});
   return 1;
@@ -289,7 +347,17 @@ int Serve() {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);  // until the model is loaded
+  std::unique_ptr<HttpServer> http;
+  if (!absl::GetFlag(FLAGS_http_listen).empty()) {
+    absl::StatusOr<HttpOptions> http_options = HttpOptionsFromFlags();
+    if (!http_options.ok()) return Fail("bad_flags", http_options.status());
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(*std::move(http_options), &service, &metrics);
+    if (!started.ok()) return Fail("listen_failed", started.status());
+    http = *std::move(started);
+  }
   LogInfo("listening", {{"port", port},
+                        {"http_port", http == nullptr ? 0 : http->port()},
                         {"metrics_port", metrics_port},
                         {"tls", !absl::GetFlag(FLAGS_tls_cert_file).empty()},
                         {"mtls", !absl::GetFlag(FLAGS_tls_client_ca_file).empty()},
@@ -313,9 +381,16 @@ int Serve() {
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
       Scheduler::Start(*std::move(model), store->get(), &metrics, options->scheduler);
   if (!scheduler.ok()) return Fail("scheduler_start_failed", scheduler.status());
+  const ModelFacts& facts = (*scheduler)->model_facts();
+  if (http != nullptr) {
+    absl::StatusOr<ChatTemplate> chat_template =
+        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture);
+    if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
+    LogInfo("chat_template", {{"source", chat_template->source()}});
+    http->SetServing(*std::move(chat_template));
+  }
   service.SetScheduler(scheduler->get());
   health->SetServingStatus(true);
-  const ModelFacts& facts = (*scheduler)->model_facts();
   LogInfo("serving", {{"model", absl::GetFlag(FLAGS_model)},
                       {"architecture", facts.architecture},
                       {"tokenizer", facts.tokenizer},
@@ -330,11 +405,13 @@ int Serve() {
   // First stop advertising and accepting, then say so: whoever reads the
   // log line may rely on both.
   health->Shutdown();  // NOT_SERVING from now on
+  if (http != nullptr) http->SetDraining();
   (*scheduler)->RefuseNewWork();
   LogInfo("shutting_down", {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"},
                             {"running_requests", (*scheduler)->InFlight()}});
   (*scheduler)->Drain(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  http.reset();  // its handlers use the scheduler
   scheduler->reset();
   LogInfo("stopped");
   return 0;

@@ -30,7 +30,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
   requests_ = &BuildCounter()
                    .Name("linserve_requests_total")
-                   .Help("Finished RPCs by method and gRPC status code")
+                   .Help("Finished requests by method, status code (gRPC's names) and protocol (grpc, http)")
                    .Register(r);
   rejections_ = &BuildCounter()
                      .Name("linserve_rejections_total")
@@ -120,8 +120,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   sessions_store_ = &sessions.Add({{"place", "store"}});
 }
 
-void Metrics::CountRequest(const std::string& method, const std::string& code) {
-  requests_->Add({{"method", method}, {"code", code}}).Increment();
+void Metrics::CountRequest(const std::string& method, const std::string& code,
+                           const std::string& protocol) {
+  requests_->Add({{"method", method}, {"code", code}, {"protocol", protocol}}).Increment();
 }
 
 void Metrics::CountRejection(const std::string& reason) {

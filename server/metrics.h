@@ -23,8 +23,13 @@ class Metrics {
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
-  // One finished RPC: `method` is the RPC name, `code` the gRPC status name.
-  void CountRequest(const std::string& method, const std::string& code);
+  // One finished request: `method` is the RPC name (gRPC) or the endpoint's
+  // ("Completions", "ChatCompletions", "Models", ...: HTTP), `code` the
+  // canonical status name (gRPC's; an HTTP status maps to one), `protocol`
+  // "grpc" or "http". The token-level histograms below are the scheduler's
+  // and count both protocols.
+  void CountRequest(const std::string& method, const std::string& code,
+                    const std::string& protocol);
   // A request refused before any work (or, for "store_full", a save the
   // store refused): "queue_full", "session_limit", "tenant_quota",
   // "sessions_in_memory", "store_full", "open_streams", "session_busy",

@@ -22,6 +22,25 @@ bool IsValidUtf8(std::string_view text) {
   return out == text;
 }
 
+// Token ids stand in for the text: the byte limit bounds their count (no
+// tokenizer makes more tokens than bytes), the vocabulary their values.
+absl::Status ValidatePromptTokens(const v1::GenerateRequest& request, const RequestLimits& limits) {
+  const auto& tokens = request.prompt_tokens();
+  if (tokens.empty()) return absl::OkStatus();
+  if (!request.prompt().empty()) return Invalid("prompt and prompt_tokens are both set; send one");
+  if (tokens.size() > static_cast<size_t>(limits.max_prompt_bytes)) {
+    return Invalid(absl::StrCat("prompt_tokens has ", tokens.size(), " ids; at most ",
+                                limits.max_prompt_bytes, " are allowed"));
+  }
+  for (int i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= limits.sampling.vocab_size) {
+      return Invalid(absl::StrCat("prompt_tokens[", i, "] = ", tokens[i], " is outside [0, ",
+                                  limits.sampling.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateUtf8(absl::string_view field, absl::string_view text) {
@@ -71,11 +90,13 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
   call.session_id = request.session_id();
   if (!call.session_id.empty()) {
     LINSERVE_RETURN_IF_ERROR(ValidateSessionId("session_id", call.session_id));
-  } else if (request.prompt().empty()) {
+  } else if (request.prompt().empty() && request.prompt_tokens().empty()) {
     return Invalid("prompt is empty; a request without session_id needs at least 1 byte");
   }
   LINSERVE_RETURN_IF_ERROR(ValidateSessionPrompt("prompt", request.prompt(), limits));
   call.prompt = request.prompt();
+  LINSERVE_RETURN_IF_ERROR(ValidatePromptTokens(request, limits));
+  call.prompt_tokens.assign(request.prompt_tokens().begin(), request.prompt_tokens().end());
   LINSERVE_RETURN_IF_ERROR(ValidateCacheSalt("cache_salt", request.cache_salt(), limits));
   call.cache_salt = request.cache_salt();
 

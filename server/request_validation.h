@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -26,6 +27,7 @@ struct RequestLimits {
 // A Generate request after validation, in the engine's terms.
 struct GenerateCall {
   std::string prompt;
+  std::vector<int64_t> prompt_tokens;  // set instead of `prompt`: fed as given, no BOS
   std::string session_id;  // empty: stateless
   SamplingParams sampling;
   bool seed_given = false;  // false: the server picks the seed

@@ -44,6 +44,7 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.vocab_size = model.vocab_size();
   facts.adds_bos = model.tokenizer().add_bos();
   facts.prefill_chunk_tokens = model.prefill_chunk_size();
+  facts.token_codec = std::make_shared<const Tokenizer>(model.tokenizer());
   // A growing state (the softmax baseline's KV cache) would make a snapshot
   // cost as much as the prefix it saves: such a model gets no cache.
   facts.prefix_cache_bytes = facts.state_grows ? 0 : options.prefix_cache_bytes;

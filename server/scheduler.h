@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/tokenizer.h"
 #include "server/metrics.h"
 #include "server/request_validation.h"
 #include "server/state_file.h"
@@ -62,6 +63,9 @@ struct ModelFacts {
   bool adds_bos = false;                // a fresh state starts with BOS
   int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill
   int64_t prefix_cache_bytes = 0;       // the cache's bound; 0: off
+  // The model's tokenizer (immutable, thread-safe), for transports that count
+  // or convert tokens themselves (the HTTP API's /tokenize).
+  std::shared_ptr<const Tokenizer> token_codec;
 };
 
 struct SessionInfo {

@@ -45,6 +45,22 @@ std::string CodeName(const grpc::Status& status) {
 
 }  // namespace
 
+void LogGenerate(const std::string& protocol, const std::string& code,
+                 const std::string& error, const TurnSummary* summary) {
+  nlohmann::json fields = {{"protocol", protocol}, {"code", code}};
+  if (!error.empty()) fields["error"] = error;
+  if (summary != nullptr) {
+    fields["finish"] = summary->cancelled ? "cancelled" : FinishReasonName(summary->reason);
+    fields["prompt_tokens"] = summary->prompt_tokens;
+    fields["cached_tokens"] = summary->cached_tokens;
+    fields["generated_tokens"] = summary->generated_tokens;
+    fields["queue_ms"] = summary->queue_ms;
+    fields["prefill_ms"] = summary->prefill_ms;
+    fields["decode_ms"] = summary->decode_ms;
+  }
+  LogInfo("generate", std::move(fields));
+}
+
 std::string TenantOf(const grpc::CallbackServerContext& context) {
   const auto auth = context.auth_context();
   if (auth == nullptr) return "";
@@ -69,7 +85,7 @@ void LinserveService::SetScheduler(Scheduler* scheduler) {
 }
 
 void LinserveService::Count(const char* method, const grpc::Status& status) {
-  metrics_->CountRequest(method, CodeName(status));
+  metrics_->CountRequest(method, CodeName(status), "grpc");
 }
 
 grpc::ServerUnaryReactor* LinserveService::Reply(grpc::CallbackServerContext* context,
@@ -86,19 +102,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
   auto* stream = new GenerateStream([this](const grpc::Status& status,
                                            const TurnSummary* summary) {
     Count("Generate", status);
-    // One access-log line per request.
-    nlohmann::json fields = {{"code", CodeName(status)}};
-    if (!status.ok()) fields["error"] = status.error_message();
-    if (summary != nullptr) {
-      fields["finish"] = summary->cancelled ? "cancelled" : FinishReasonName(summary->reason);
-      fields["prompt_tokens"] = summary->prompt_tokens;
-      fields["cached_tokens"] = summary->cached_tokens;
-      fields["generated_tokens"] = summary->generated_tokens;
-      fields["queue_ms"] = summary->queue_ms;
-      fields["prefill_ms"] = summary->prefill_ms;
-      fields["decode_ms"] = summary->decode_ms;
-    }
-    LogInfo("generate", std::move(fields));
+    LogGenerate("grpc", CodeName(status), status.error_message(), summary);
   });
   absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
   if (!ticket.ok()) {

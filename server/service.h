@@ -77,6 +77,12 @@ class LinserveService final : public v1::Linserve::CallbackService {
   std::atomic<Scheduler*> scheduler_{nullptr};
 };
 
+// The access-log line of one Generate (gRPC) or completion (HTTP): the
+// status code's name, the error's text ("" when none) and, when the turn
+// ran, its summary.
+void LogGenerate(const std::string& protocol, const std::string& code, const std::string& error,
+                 const TurnSummary* summary);
+
 // The caller's tenant: the "linserve-tenant" property an authentication
 // processor put on the call, or "" when auth is off.
 std::string TenantOf(const grpc::CallbackServerContext& context);

@@ -49,6 +49,11 @@ absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt
   return absl::OkStatus();
 }
 
+std::vector<int64_t> TurnRunner::PromptTokens(const GenerateCall& call, bool starts_text) const {
+  if (!call.prompt_tokens.empty()) return call.prompt_tokens;
+  return tokenizer_.Encode(call.prompt, starts_text);
+}
+
 absl::Status TurnRunner::Begin(Turn& turn) {
   SamplingParams& params = turn.call.sampling;
   SamplerRngState rng{params.seed, 0};
@@ -78,7 +83,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     LINSERVE_RETURN_IF_ERROR(sessions_.MakeResident(*session));
     if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
     const bool fresh = session->position == 0 && session->pending_token < 0;
-    const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, fresh);
+    const std::vector<int64_t> prompt = PromptTokens(turn.call, fresh);
     turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
     // Nothing to feed: a new session of a model that takes no BOS, or one
     // whose last turn sampled nothing.
@@ -98,7 +103,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
   } else {
     turn.state = model_.NewState();
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
+    turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
     LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
     UsePrefixCache(turn);
   }

@@ -60,6 +60,9 @@ class TurnRunner {
   // cached prefix of its prompt, and picks the boundary where it leaves a
   // snapshot (server/prefix_cache.h).
   void UsePrefixCache(Turn& turn);
+  // The request's token ids as given, or its text encoded (with BOS when it
+  // `starts_text` and the model takes one).
+  std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
   // Gives every member of the decode batch its own state back.
   void DetachBatch();
   // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a

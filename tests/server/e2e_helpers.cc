@@ -1,6 +1,10 @@
 #include "tests/server/e2e_helpers.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +38,22 @@ std::string FreshDir(const std::string& name) {
 }
 
 std::string DefaultModelDir() { return std::string(LINSERVE_SOURCE_DIR) + "/models/default"; }
+
+HeldModel HoldModel(const std::string& model_dir, const std::string& name) {
+  HeldModel held{FreshDir(name), ""};
+  std::filesystem::copy_file(model_dir + "/model.safetensors", held.dir + "/model.safetensors");
+  std::ifstream in(model_dir + "/config.json");
+  std::stringstream config;
+  config << in.rdbuf();
+  held.config = config.str();
+  EXPECT_EQ(mkfifo((held.dir + "/config.json").c_str(), 0600), 0);
+  return held;
+}
+
+void ReleaseModel(const HeldModel& held) {
+  std::ofstream out(held.dir + "/config.json");  // opens once the server reads
+  out << held.config;
+}
 
 v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& session_id,
                                 int32_t max_new_tokens, uint64_t seed, float temperature) {

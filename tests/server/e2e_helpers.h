@@ -32,6 +32,16 @@ std::string FreshDir(const std::string& name);
 // ASCII), for the tests that compare texts across turns.
 std::string DefaultModelDir();
 
+// A copy of the model in `model_dir` whose config.json is a FIFO: a server
+// started on `dir` blocks loading it until ReleaseModel writes the config,
+// so a test decides when loading ends.
+struct HeldModel {
+  std::string dir;
+  std::string config;  // what to write into the FIFO
+};
+HeldModel HoldModel(const std::string& model_dir, const std::string& name);
+void ReleaseModel(const HeldModel& held);
+
 v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& session_id,
                                 int32_t max_new_tokens, uint64_t seed, float temperature = 0.8f);
 

@@ -276,6 +276,7 @@ TEST_F(AuthTest, TokensWithoutTlsAndBadTokenFilesAreRefusedAtStart) {
   std::ofstream(dir + "/ok.txt") << "a-long-enough-token-123 alice\n";
   const std::string model = "--model=" + *WriteTinyModel(FreshDir("auth-flags-model"), 9);
   const std::vector<std::string> base = {LinserveBinary(), model, "--listen=127.0.0.1:0",
+                                         "--http_listen=127.0.0.1:0",
                                          "--metrics_port=-1", "--warmup_steps=0"};
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = base;

@@ -165,10 +165,10 @@ TEST(LifecycleTest, OverloadAdmitsExactlyTheCapacityAndRefusesTheRestAtOnce) {
   auto metrics = ScrapeMetrics((*server)->metrics_port());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   auto value = [&](const std::string& series) { return MetricValue(*metrics, series); };
-  EXPECT_EQ(value("linserve_requests_total{code=\"OK\",method=\"Generate\"}"), 5);
-  EXPECT_EQ(value("linserve_requests_total{code=\"RESOURCE_EXHAUSTED\",method=\"Generate\"}"),
+  EXPECT_EQ(value("linserve_requests_total{code=\"OK\",method=\"Generate\",protocol=\"grpc\"}"), 5);
+  EXPECT_EQ(value("linserve_requests_total{code=\"RESOURCE_EXHAUSTED\",method=\"Generate\",protocol=\"grpc\"}"),
             kRequests - 4);
-  EXPECT_EQ(value("linserve_requests_total{code=\"INVALID_ARGUMENT\",method=\"Generate\"}"), 1);
+  EXPECT_EQ(value("linserve_requests_total{code=\"INVALID_ARGUMENT\",method=\"Generate\",protocol=\"grpc\"}"), 1);
   EXPECT_EQ(value("linserve_rejections_total{reason=\"queue_full\"}"), kRequests - 4);
   EXPECT_EQ(value("linserve_generated_tokens_total"), 4 * kTokens + 10);
   // "load" four times, "later" (the model takes no BOS).
@@ -236,32 +236,8 @@ TEST(LifecycleTest, IdleSessionsExpireAfterTheTtl) {
   EXPECT_TRUE(std::filesystem::is_empty(store));
 }
 
-// A model directory whose config.json is a FIFO: the server's model load
-// blocks on it until the test writes the config, so the test decides when
-// loading ends.
-struct HeldModel {
-  std::string dir;
-  std::string config;  // what to write into the FIFO
-};
-
-HeldModel HoldModel(const std::string& name) {
-  HeldModel held{FreshDir(name), ""};
-  std::filesystem::copy_file(ModelDir() + "/model.safetensors", held.dir + "/model.safetensors");
-  std::ifstream in(ModelDir() + "/config.json");
-  std::stringstream config;
-  config << in.rdbuf();
-  held.config = config.str();
-  EXPECT_EQ(mkfifo((held.dir + "/config.json").c_str(), 0600), 0);
-  return held;
-}
-
-void ReleaseModel(const HeldModel& held) {
-  std::ofstream out(held.dir + "/config.json");  // opens once the server reads
-  out << held.config;
-}
-
 TEST(LifecycleTest, EveryRpcIsUnavailableAndHealthNotServingUntilTheModelIsLoaded) {
-  const HeldModel held = HoldModel("held-model");
+  const HeldModel held = HoldModel(ModelDir(), "held-model");
   auto server = ServerProcess::Start(
       {"--model=" + held.dir, "--store_dir=" + FreshDir("held-store")}, absl::Seconds(120),
       "listening");
@@ -338,7 +314,7 @@ TEST(LifecycleTest, EveryRpcIsUnavailableAndHealthNotServingUntilTheModelIsLoade
     EXPECT_NE(status.error_message().find("the model is still loading"), std::string::npos)
         << method << ": " << status.error_message();
     EXPECT_EQ(MetricValue(*metrics, "linserve_requests_total{code=\"UNAVAILABLE\",method=\"" +
-                                        method + "\"}"),
+                                        method + "\",protocol=\"grpc\"}"),
               1)
         << method;
   }

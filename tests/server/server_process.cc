@@ -86,7 +86,9 @@ ProcessResult RunProcess(const std::vector<std::string>& args, const std::string
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     std::vector<std::string> flags, absl::Duration timeout, const std::string& wait_for) {
   std::unique_ptr<ServerProcess> server(new ServerProcess());
-  std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0", "--metrics_port=0",
+  // Free ports everywhere (a test's own flags come later and win).
+  std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0",
+                                   "--http_listen=127.0.0.1:0", "--metrics_port=0",
                                    "--metrics_host=127.0.0.1"};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
@@ -118,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const nlohmann::json event = nlohmann::json::parse(line);
     server->port_ = event["port"];
     server->metrics_port_ = event["metrics_port"];
+    server->http_port_ = event.value("http_port", 0);
   }
   server->channel_ = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   return server;

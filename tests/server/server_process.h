@@ -34,6 +34,8 @@ class ServerProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP API's port (0: the test turned it off).
+  int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
 
   std::unique_ptr<v1::Linserve::Stub> Stub() const;
@@ -55,6 +57,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   bool exited_ = false;
   int exit_code_ = 0;
   std::shared_ptr<grpc::Channel> channel_;

@@ -164,6 +164,7 @@ TEST_F(Rwkv7ServerTest, ExportThenImportIntoAFreshServerContinuesIdentically) {
 // The server's exit and its log when started on `model_dir`.
 ProcessResult StartOn(const std::string& model_dir) {
   return RunProcess({LinserveBinary(), "--model=" + model_dir, "--listen=127.0.0.1:0",
+                     "--http_listen=127.0.0.1:0",
                      "--metrics_port=0", "--store_dir=" + FreshDir("broken-store")});
 }
 
