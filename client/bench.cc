@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -15,8 +16,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/bench_grpc.h"
+#include "client/bench_http.h"
+#include "client/bench_transport.h"
 #include "client/stats.h"
-#include "linserve/v1/linserve.grpc.pb.h"
 
 namespace linserve {
 namespace {
@@ -42,75 +45,13 @@ int32_t Draw(const LengthRange& range, std::mt19937_64& rng) {
   return range.min + static_cast<int32_t>(rng() % static_cast<uint64_t>(range.max - range.min + 1));
 }
 
-double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
-
-// What one finished request left behind.
-struct Outcome {
-  grpc::StatusCode code = grpc::StatusCode::OK;
-  std::string session_id;
-  int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;
-  double ttft_ms = -1;  // -1: no token arrived
-  double e2e_ms = 0;
-  std::vector<double> itl_ms;  // gaps between consecutive pieces
-};
-
-class LoadTest;
-
-// One Generate call on the callback API: no thread per request, so hundreds
-// can be in flight.
-class BenchCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
- public:
-  BenchCall(LoadTest* test, v1::GenerateRequest request) : test_(test), request_(std::move(request)) {}
-
-  void Start(v1::Linserve::Stub& stub, const ConnectionOptions& connection) {
-    PrepareCall(connection, request_.session_id(), context_);
-    outcome_.session_id = request_.session_id();
-    outcome_.prompt_tokens = static_cast<int64_t>(request_.prompt().size());
-    started_ = absl::Now();
-    stub.async()->Generate(&context_, &request_, this);
-    StartRead(&response_);
-    StartCall();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
-    const absl::Time now = absl::Now();
-    if (!response_.text().empty() || response_.tokens_size() > 0) {
-      if (outcome_.ttft_ms < 0) {
-        outcome_.ttft_ms = Ms(now - started_);
-      } else {
-        outcome_.itl_ms.push_back(Ms(now - last_piece_));
-      }
-      last_piece_ = now;
-    }
-    if (response_.has_finished()) {
-      outcome_.output_tokens = response_.finished().usage().generated_tokens();
-      outcome_.prompt_tokens = response_.finished().usage().prompt_tokens();
-    }
-    StartRead(&response_);
-  }
-
-  void OnDone(const grpc::Status& status) override;
-
- private:
-  LoadTest* const test_;
-  v1::GenerateRequest request_;
-  v1::GenerateResponse response_;
-  grpc::ClientContext context_;
-  Outcome outcome_;
-  absl::Time started_;
-  absl::Time last_piece_;
-};
-
-// One phase of the test (the warm-up, then the measured run).
+// One phase of the test (the warm-up, then the measured run): what to send
+// and when, and what came back. The transport moves the requests.
 class LoadTest {
  public:
-  LoadTest(v1::Linserve::Stub& stub, const ConnectionOptions& connection,
-           const BenchOptions& options, int64_t requests, bool measured,
+  LoadTest(BenchTransport& transport, const BenchOptions& options, int64_t requests, bool measured,
            std::vector<std::string>* idle_sessions, uint64_t seed)
-      : stub_(stub),
-        connection_(connection),
+      : transport_(transport),
         options_(options),
         requests_(requests),
         measured_(measured),
@@ -120,7 +61,7 @@ class LoadTest {
   void Run() {
     start_ = absl::Now();
     end_ = start_ + options_.duration;
-    if (options_.rate > 0 && measured_) {
+    if (open_loop()) {
       RunOpenLoop();
     } else {
       // The warm-up of an open-loop run goes closed loop, at least 1 wide.
@@ -130,33 +71,6 @@ class LoadTest {
     }
     WaitUntilDone();
     finished_ = absl::Now();
-  }
-
-  void Record(Outcome outcome) {
-    bool again = false;
-    {
-      absl::MutexLock lock(&mu_);
-      --in_flight_;
-      ++done_;
-      ++by_code_[StatusCodeName(outcome.code)];
-      if (outcome.code == grpc::StatusCode::OK) {
-        ++ok_;
-        output_tokens_ += outcome.output_tokens;
-        prompt_tokens_ += outcome.prompt_tokens;
-        ttft_.push_back(outcome.ttft_ms);
-        e2e_.push_back(outcome.e2e_ms);
-        if (outcome.output_tokens > 1) {
-          tpot_.push_back((outcome.e2e_ms - outcome.ttft_ms) /
-                          static_cast<double>(outcome.output_tokens - 1));
-        }
-        itl_.insert(itl_.end(), outcome.itl_ms.begin(), outcome.itl_ms.end());
-      }
-      // A session goes back to the idle conversations whatever happened: a
-      // failed turn leaves it as its last finished turn did.
-      if (!outcome.session_id.empty()) idle_sessions_->push_back(outcome.session_id);
-      again = !(options_.rate > 0 && measured_);
-    }
-    if (again) Launch();
   }
 
   nlohmann::json Results() const {
@@ -181,43 +95,83 @@ class LoadTest {
   }
 
  private:
+  bool open_loop() const { return options_.rate > 0 && measured_; }
+
   bool ShouldSend() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return requests_ > 0 ? sent_ < requests_ : absl::Now() < end_;
   }
 
-  // Starts one request if the phase is still sending.
+  // Counts the next request as sent and in flight, if the phase is still
+  // sending.
+  std::optional<BenchRequest> Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!ShouldSend()) return std::nullopt;
+    ++sent_;
+    ++in_flight_;
+    BenchRequest request;
+    request.prompt = SyntheticPrompt(Draw(options_.prompt_tokens, rng_), rng_);
+    request.max_tokens = Draw(options_.output_tokens, rng_);
+    request.temperature = options_.temperature;
+    request.seed = options_.seed + 1 + static_cast<uint64_t>(sent_);
+    if (options_.reuse_sessions && !idle_sessions_->empty()) {
+      request.session_id = idle_sessions_->back();
+      idle_sessions_->pop_back();
+    }
+    return request;
+  }
+
   void Launch() {
-    v1::GenerateRequest request;
+    std::optional<BenchRequest> request;
     {
       absl::MutexLock lock(&mu_);
-      if (!ShouldSend()) return;
-      ++sent_;
-      ++in_flight_;
-      request.set_prompt(SyntheticPrompt(Draw(options_.prompt_tokens, rng_), rng_));
-      request.set_max_new_tokens(Draw(options_.output_tokens, rng_));
-      request.set_ignore_eos(true);
-      request.mutable_sampling()->set_temperature(options_.temperature);
-      request.mutable_sampling()->set_seed(options_.seed + 1 + static_cast<uint64_t>(sent_));
-      if (options_.reuse_sessions && !idle_sessions_->empty()) {
-        request.set_session_id(idle_sessions_->back());
-        idle_sessions_->pop_back();
-      }
+      request = Next();
     }
-    if (options_.reuse_sessions && request.session_id().empty()) {
-      // Open loop with every conversation busy: a new user arrives.
-      grpc::ClientContext context;
-      PrepareCall(connection_, "", context);
-      v1::Session session;
-      const grpc::Status status = stub_.CreateSession(&context, v1::CreateSessionRequest(), &session);
-      if (!status.ok()) {
-        Outcome failed;
-        failed.code = status.error_code();
-        Record(failed);
+    if (request) Send(*std::move(request));
+  }
+
+  void Send(BenchRequest request) {
+    if (options_.reuse_sessions && request.session_id.empty()) {
+      // Every conversation is busy: a new user arrives.
+      absl::StatusOr<std::string> id = transport_.CreateSession();
+      if (!id.ok()) {
+        BenchOutcome failed;
+        failed.status = absl::StatusCodeToString(id.status().code());
+        Record(std::move(failed));
         return;
       }
-      request.set_session_id(session.id());
+      request.session_id = *id;
+      request.new_session = id->empty();
     }
-    (new BenchCall(this, std::move(request)))->Start(stub_, connection_);
+    transport_.Start(std::move(request),
+                     [this](BenchOutcome outcome) { Record(std::move(outcome)); });
+  }
+
+  void Record(BenchOutcome outcome) {
+    std::optional<BenchRequest> next;
+    {
+      absl::MutexLock lock(&mu_);
+      ++done_;
+      ++by_code_[outcome.status];
+      if (outcome.ok()) {
+        ++ok_;
+        output_tokens_ += outcome.output_tokens;
+        prompt_tokens_ += outcome.prompt_tokens;
+        ttft_.push_back(outcome.ttft_ms);
+        e2e_.push_back(outcome.e2e_ms);
+        if (outcome.output_tokens > 1) {
+          tpot_.push_back((outcome.e2e_ms - outcome.ttft_ms) /
+                          static_cast<double>(outcome.output_tokens - 1));
+        }
+        itl_.insert(itl_.end(), outcome.itl_ms.begin(), outcome.itl_ms.end());
+      }
+      // A session goes back to the idle conversations whatever happened: a
+      // failed turn leaves it as its last finished turn did.
+      if (!outcome.session_id.empty()) idle_sessions_->push_back(outcome.session_id);
+      // The closed loop's next request is counted in flight before this one
+      // leaves, so Run never sees an empty moment while one is coming.
+      if (!open_loop()) next = Next();
+      --in_flight_;
+    }
+    if (next) Send(*std::move(next));
   }
 
   void RunOpenLoop() {
@@ -227,8 +181,8 @@ class LoadTest {
       {
         absl::MutexLock lock(&mu_);
         if (!ShouldSend()) break;
+        next += absl::Seconds(gap(rng_));
       }
-      next += absl::Seconds(gap(rng_));
       absl::SleepFor(next - absl::Now());
       bool full;
       {
@@ -277,8 +231,7 @@ class LoadTest {
     std::fflush(stderr);
   }
 
-  v1::Linserve::Stub& stub_;
-  const ConnectionOptions& connection_;
+  BenchTransport& transport_;
   const BenchOptions& options_;
   const int64_t requests_;
   const bool measured_;
@@ -294,20 +247,13 @@ class LoadTest {
   int64_t output_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> by_code_ ABSL_GUARDED_BY(mu_);
-  std::vector<double> ttft_, tpot_, itl_, e2e_;
+  std::vector<double> ttft_ ABSL_GUARDED_BY(mu_), tpot_ ABSL_GUARDED_BY(mu_),
+      itl_ ABSL_GUARDED_BY(mu_), e2e_ ABSL_GUARDED_BY(mu_);
 };
 
-void BenchCall::OnDone(const grpc::Status& status) {
-  outcome_.code = status.error_code();
-  outcome_.e2e_ms = Ms(absl::Now() - started_);
-  LoadTest* test = test_;
-  Outcome outcome = std::move(outcome_);
-  delete this;
-  test->Record(std::move(outcome));
-}
-
 nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions& o) {
-  return {{"server", connection.server},
+  return {{"protocol", o.protocol == BenchProtocol::kHttp ? "http" : "grpc"},
+          {"server", connection.server},
           {"mode", o.rate > 0 ? "open_loop" : "closed_loop"},
           {"concurrency", o.concurrency},
           {"rate", o.rate},
@@ -345,34 +291,33 @@ absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
   if (options.requests <= 0 && options.duration <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("set --requests or a positive --duration");
   }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
-  if (!channel.ok()) return channel.status();
-  std::unique_ptr<v1::Linserve::Stub> stub = v1::Linserve::NewStub(*channel);
+  absl::StatusOr<std::unique_ptr<BenchTransport>> transport =
+      options.protocol == BenchProtocol::kHttp ? MakeHttpBenchTransport(connection)
+                                               : MakeGrpcBenchTransport(connection);
+  if (!transport.ok()) return transport.status();
 
-  // Closed-loop conversations exist before the clock starts: one per
-  // concurrent request.
+  // Closed-loop conversations exist before the clock starts, one per
+  // concurrent request, where the protocol creates sessions apart from turns.
   std::vector<std::string> idle_sessions;
   if (options.reuse_sessions && options.rate <= 0) {
     for (int32_t i = 0; i < options.concurrency; ++i) {
-      grpc::ClientContext context;
-      PrepareCall(connection, "", context);
-      v1::Session session;
-      grpc::Status status = stub->CreateSession(&context, v1::CreateSessionRequest(), &session);
-      if (!status.ok()) {
-        return absl::UnavailableError(absl::StrCat("cannot create the bench's sessions: ",
-                                                   StatusCodeName(status.error_code()), ": ",
-                                                   status.error_message()));
+      absl::StatusOr<std::string> id = (*transport)->CreateSession();
+      if (!id.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot create the bench's sessions: ", absl::StatusCodeToString(id.status().code()),
+            ": ", id.status().message()));
       }
-      idle_sessions.push_back(session.id());
+      if (id->empty()) break;  // opened by their first turns
+      idle_sessions.push_back(*std::move(id));
     }
   }
   if (options.warmup > 0) {
-    LoadTest warmup(*stub, connection, options, options.warmup, /*measured=*/false,
-                    &idle_sessions, options.seed ^ 0x5eed);
+    LoadTest warmup(**transport, options, options.warmup, /*measured=*/false, &idle_sessions,
+                    options.seed ^ 0x5eed);
     warmup.Run();
   }
-  LoadTest measured(*stub, connection, options, options.requests, /*measured=*/true,
-                    &idle_sessions, options.seed);
+  LoadTest measured(**transport, options, options.requests, /*measured=*/true, &idle_sessions,
+                    options.seed);
   measured.Run();
   return nlohmann::json{{"settings", Settings(connection, options)},
                         {"results", measured.Results()}};
@@ -380,10 +325,14 @@ absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
 
 std::string FormatBenchReport(const nlohmann::json& report) {
   const nlohmann::json& r = report["results"];
-  std::string out = absl::StrFormat(
-      "requests: %lld sent, %lld ok, %lld failed, %lld dropped in %.2f s\n",
-      r["sent"].get<long long>(), r["ok"].get<long long>(), r["failed"].get<long long>(),
-      r["dropped"].get<long long>(), r["duration_s"].get<double>());
+  const nlohmann::json& settings = report["settings"];
+  std::string out = absl::StrFormat("%s to %s\n", settings["protocol"].get<std::string>(),
+                                    settings["server"].get<std::string>());
+  absl::StrAppend(
+      &out, absl::StrFormat("requests: %lld sent, %lld ok, %lld failed, %lld dropped in %.2f s\n",
+                            r["sent"].get<long long>(), r["ok"].get<long long>(),
+                            r["failed"].get<long long>(), r["dropped"].get<long long>(),
+                            r["duration_s"].get<double>()));
   for (const auto& [code, n] : r["by_code"].items()) {
     absl::StrAppend(&out, absl::StrFormat("  %-20s %lld\n", code, n.get<long long>()));
   }

@@ -4,9 +4,8 @@
 // `linserve-client bench`: the load test (client/README.md).
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -23,13 +22,19 @@ struct LengthRange {
 // "N" or "MIN:MAX"; the error names `field`.
 absl::StatusOr<LengthRange> ParseLengthRange(const std::string& field, const std::string& text);
 
+enum class BenchProtocol {
+  kGrpc,  // Generate (bench_grpc.h)
+  kHttp,  // streamed POST /v1/completions (bench_http.h)
+};
+
 struct BenchOptions {
+  BenchProtocol protocol = BenchProtocol::kGrpc;
   int32_t concurrency = 8;  // closed loop: this many requests always in flight
   double rate = 0;          // > 0: open loop, Poisson arrivals at this many requests/s
   int64_t requests = 0;     // stop sending after this many; 0: after `duration`
   absl::Duration duration = absl::Seconds(30);
   LengthRange prompt_tokens;
-  LengthRange output_tokens;  // exact: sent as max_new_tokens with ignore_eos
+  LengthRange output_tokens;    // exact: sent as max_new_tokens with ignore_eos
   bool reuse_sessions = false;  // multi-turn conversations on sessions instead of stateless calls
   int32_t warmup = 0;           // requests run, and not counted, before measuring
   uint64_t seed = 1;            // prompts and per-request sampling seeds
@@ -38,7 +43,8 @@ struct BenchOptions {
   bool progress = true;          // the live line on stderr
 };
 
-// Runs the load test. Every request's outcome is counted, errors included;
+// Runs the load test against `connection.server`, which speaks
+// `options.protocol`. Every request's outcome is counted, errors included;
 // only a bad option or an unusable address is an error here. The JSON has
 // "settings" and "results" (counts by status code, throughputs, and
 // distributions of TTFT, time per output token, inter-token latency and

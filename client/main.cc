@@ -62,6 +62,11 @@ ABSL_FLAG(std::string, sessions, "new", "bench: new (stateless calls) or reuse (
 ABSL_FLAG(int32_t, warmup, 0, "bench: requests run and not counted before measuring");
 ABSL_FLAG(std::string, json, "", "bench: write every figure and the settings to this file");
 ABSL_FLAG(bool, progress, true, "bench: live progress line on stderr");
+ABSL_FLAG(std::string, protocol, "grpc",
+          "bench: grpc (Generate at --server) or http (streamed POST /v1/completions at "
+          "--http_server)");
+ABSL_FLAG(std::string, http_server, "localhost:8080",
+          "bench --protocol=http: the server's HTTP address (host:port; https with --tls)");
 
 namespace linserve {
 namespace {
@@ -109,8 +114,17 @@ v1::GenerateRequest GenerateRequestFromFlags(std::string prompt) {
   return r;
 }
 
-int Bench(const ConnectionOptions& connection) {
+int Bench(ConnectionOptions connection) {
   BenchOptions o;
+  const std::string protocol = absl::GetFlag(FLAGS_protocol);
+  if (protocol != "grpc" && protocol != "http") {
+    std::fprintf(stderr, "error: --protocol = \"%s\" is not grpc or http\n", protocol.c_str());
+    return 2;
+  }
+  if (protocol == "http") {
+    o.protocol = BenchProtocol::kHttp;
+    connection.server = absl::GetFlag(FLAGS_http_server);
+  }
   o.concurrency = absl::GetFlag(FLAGS_concurrency);
   o.rate = absl::GetFlag(FLAGS_rate);
   o.requests = absl::GetFlag(FLAGS_requests);

@@ -146,6 +146,42 @@ TEST(ClientTest, BenchJsonHasEveryFigureAndTheCountsAddUp) {
             30);
 }
 
+TEST(ClientTest, BenchOverHttpCountsEveryRequestAndItsTokens) {
+  auto server = StartServer("client-bench-http");
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(server->http_port(), 0);
+  const std::string http = "--http_server=127.0.0.1:" + std::to_string(server->http_port());
+  const std::string json = FreshDir("client-bench-http-json") + "/bench.json";
+  for (const char* sessions : {"--sessions=new", "--sessions=reuse"}) {
+    ProcessResult run = Client(*server, {"bench", "--protocol=http", http, sessions,
+                                         "--concurrency=4", "--requests=12", "--warmup=4",
+                                         "--prompt_tokens=8:32", "--output_tokens=16",
+                                         "--progress=false", "--json=" + json});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.out.find("http to 127.0.0.1:"), std::string::npos) << run.out;
+    const nlohmann::json report = ReadJson(json);
+    EXPECT_EQ(report["settings"]["protocol"], "http");
+    const nlohmann::json& r = report["results"];
+    EXPECT_EQ(r["ok"].get<int64_t>(), 12) << sessions << "\n" << run.out;
+    EXPECT_EQ(r["by_code"]["OK"].get<int64_t>(), 12) << sessions;
+    EXPECT_EQ(r["output_tokens_total"].get<int64_t>(), 12 * 16) << sessions;
+    EXPECT_GT(r["output_token_throughput_tps"].get<double>(), 0);
+    EXPECT_EQ(r["ttft_ms"]["count"].get<int64_t>(), 12);
+    EXPECT_GT(r["itl_ms"]["count"].get<int64_t>(), 0);
+    for (const char* key : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) ExpectOrdered(r[key], key);
+  }
+
+  // No server: every request fails as the gRPC path names it.
+  server->Signal(SIGKILL);
+  server->Wait();
+  ProcessResult gone = Client(*server, {"bench", "--protocol=http", http, "--requests=3",
+                                        "--concurrency=1", "--progress=false", "--json=" + json});
+  ASSERT_EQ(gone.exit_code, 0) << gone.err;
+  const nlohmann::json r = ReadJson(json)["results"];
+  EXPECT_EQ(r["failed"].get<int64_t>(), 3);
+  EXPECT_EQ(r["by_code"]["UNAVAILABLE"].get<int64_t>(), 3);
+}
+
 TEST(ClientTest, AServerKilledMidRunShowsUpAsFailuresNotACrash) {
   auto server = StartServer("client-kill");
   ASSERT_NE(server, nullptr);

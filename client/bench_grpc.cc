@@ -1,0 +1,97 @@
+#include "client/bench_grpc.h"
+
+#include <utility>
+
+#include "linserve/v1/linserve.grpc.pb.h"
+
+namespace linserve {
+namespace {
+
+// One Generate call; deletes itself when it is done.
+class BenchCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  BenchCall(v1::GenerateRequest request, BenchTransport::Done done)
+      : request_(std::move(request)), done_(std::move(done)) {}
+
+  void Start(v1::Linserve::Stub& stub, const ConnectionOptions& connection) {
+    PrepareCall(connection, request_.session_id(), context_);
+    outcome_.session_id = request_.session_id();
+    outcome_.prompt_tokens = static_cast<int64_t>(request_.prompt().size());
+    clock_ = PieceClock(absl::Now());
+    stub.async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    if (!response_.text().empty() || response_.tokens_size() > 0) clock_.Piece(outcome_);
+    if (response_.has_finished()) {
+      outcome_.output_tokens = response_.finished().usage().generated_tokens();
+      outcome_.prompt_tokens = response_.finished().usage().prompt_tokens();
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    clock_.End(outcome_);
+    outcome_.status = StatusCodeName(status.error_code());
+    BenchTransport::Done done = std::move(done_);
+    BenchOutcome outcome = std::move(outcome_);
+    delete this;
+    done(std::move(outcome));
+  }
+
+ private:
+  v1::GenerateRequest request_;
+  BenchTransport::Done done_;
+  v1::GenerateResponse response_;
+  grpc::ClientContext context_;
+  BenchOutcome outcome_;
+  PieceClock clock_{absl::Now()};
+};
+
+class GrpcBenchTransport : public BenchTransport {
+ public:
+  GrpcBenchTransport(const ConnectionOptions& connection, std::shared_ptr<grpc::Channel> channel)
+      : connection_(connection), stub_(v1::Linserve::NewStub(std::move(channel))) {}
+
+  void Start(BenchRequest request, Done done) override {
+    v1::GenerateRequest generate;
+    generate.set_prompt(std::move(request.prompt));
+    generate.set_max_new_tokens(request.max_tokens);
+    generate.set_ignore_eos(true);
+    generate.mutable_sampling()->set_temperature(request.temperature);
+    generate.mutable_sampling()->set_seed(request.seed);
+    generate.set_session_id(std::move(request.session_id));
+    (new BenchCall(std::move(generate), std::move(done)))->Start(*stub_, connection_);
+  }
+
+  absl::StatusOr<std::string> CreateSession() override {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::Session session;
+    const grpc::Status status =
+        stub_->CreateSession(&context, v1::CreateSessionRequest(), &session);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return session.id();
+  }
+
+ private:
+  const ConnectionOptions connection_;
+  std::unique_ptr<v1::Linserve::Stub> stub_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BenchTransport>> MakeGrpcBenchTransport(
+    const ConnectionOptions& connection) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
+  if (!channel.ok()) return channel.status();
+  return std::make_unique<GrpcBenchTransport>(connection, *std::move(channel));
+}
+
+}  // namespace linserve

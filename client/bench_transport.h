@@ -1,0 +1,91 @@
+#ifndef LINSERVE_CLIENT_BENCH_TRANSPORT_H_
+#define LINSERVE_CLIENT_BENCH_TRANSPORT_H_
+
+// What the load test needs from a protocol: start one streamed completion and
+// hear how it went. The load test (bench.cc) owns prompts, scheduling,
+// counting and the report; a transport (bench_grpc.cc, bench_http.cc) only
+// moves one request and measures its pieces as they arrive.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace linserve {
+
+// One request of the load test, protocol-neutral.
+struct BenchRequest {
+  std::string prompt;
+  int32_t max_tokens = 0;  // exact: sent with ignore_eos
+  float temperature = 0;
+  uint64_t seed = 0;
+  std::string session_id;    // continue this session; empty: stateless
+  bool new_session = false;  // with an empty session_id: open a session in this turn
+};
+
+// The status name of a request that completed.
+inline constexpr const char kBenchOk[] = "OK";
+
+// What one finished request left behind.
+struct BenchOutcome {
+  // kBenchOk, a gRPC status code name ("UNAVAILABLE"), or for HTTP
+  // "HTTP_<status>" and the transport failures named in bench_http.h.
+  std::string status = kBenchOk;
+  std::string session_id;  // the session the turn ran on, to be used again
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  double ttft_ms = -1;  // -1: no piece arrived
+  double e2e_ms = 0;
+  std::vector<double> itl_ms;  // gaps between consecutive pieces
+
+  bool ok() const { return status == kBenchOk; }
+};
+
+// Times the pieces of one stream as they arrive.
+class PieceClock {
+ public:
+  explicit PieceClock(absl::Time started) : started_(started) {}
+  // A non-empty piece arrived now.
+  void Piece(BenchOutcome& outcome) {
+    const absl::Time now = absl::Now();
+    if (outcome.ttft_ms < 0) {
+      outcome.ttft_ms = absl::ToDoubleMilliseconds(now - started_);
+    } else {
+      outcome.itl_ms.push_back(absl::ToDoubleMilliseconds(now - last_));
+    }
+    last_ = now;
+  }
+  // The stream ended now.
+  void End(BenchOutcome& outcome) const {
+    outcome.e2e_ms = absl::ToDoubleMilliseconds(absl::Now() - started_);
+  }
+
+ private:
+  absl::Time started_;
+  absl::Time last_;
+};
+
+class BenchTransport {
+ public:
+  using Done = std::function<void(BenchOutcome)>;
+
+  // Waits for the transport's own threads, if any.
+  virtual ~BenchTransport() = default;
+
+  // Starts `request` and returns at once; `done` runs exactly once, on a
+  // thread of the transport's, when it finished, failed or was refused.
+  // Thread-safe.
+  virtual void Start(BenchRequest request, Done done) = 0;
+
+  // A new, empty session for a conversation; "" when the protocol opens one
+  // in the first turn instead (the request then sets new_session). An
+  // error's code is the gRPC code it stands for. Thread-safe.
+  virtual absl::StatusOr<std::string> CreateSession() = 0;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_CLIENT_BENCH_TRANSPORT_H_
