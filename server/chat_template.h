@@ -55,6 +55,8 @@ class ChatTemplate {
   // is INVALID_ARGUMENT naming messages[i].role.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages) const;
 
+  // What ends an assistant turn in a rendered history (its suffix).
+  const std::string& turn_end() const { return assistant_.suffix; }
   // Stop strings every chat turn gets besides the request's own.
   const std::vector<std::string>& stop() const { return stop_; }
   // "rwkv_world", "plain" or the file it came from.

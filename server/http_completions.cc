@@ -55,6 +55,7 @@ class CompletionCall {
   std::shared_ptr<HttpTurnSink> sink_;
   std::optional<HttpTurnSink::Event> first_;
   std::unique_ptr<OpenAiResponder> responder_;
+  bool fed_turn_end_ = false;  // the prompt starts with the previous chat turn's missing end
   bool logged_ = false;
 };
 
@@ -75,6 +76,14 @@ void CompletionCall::Log(const std::string& code, const std::string& error,
   if (logged_) return;
   logged_ = true;
   LogGenerate("http", code, error, summary);
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions || session_id_.empty()) return;
+  // A failed or cut turn leaves its session as it was.
+  const bool changed = summary != nullptr && !summary->cancelled;
+  if (changed) {
+    handlers_->chat_turn_ends_.Finished(session_id_, summary->reason == FinishReason::kStop);
+  } else if (fed_turn_end_) {
+    handlers_->chat_turn_ends_.Finished(session_id_, /*at_stop=*/false);
+  }
 }
 
 void CompletionCall::ForgetNewSession() {
@@ -115,6 +124,19 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
                                           "\"")),
          "model");
     return absl::CancelledError();
+  }
+
+  // A chat session whose last turn stopped short of the template's turn end
+  // gets it first, so that it holds what a stateless chat renders.
+  if (const std::string& continued = request_.generate.session_id(); !continued.empty()) {
+    session_id_ = continued;
+    if (endpoint_ != OpenAiEndpoint::kChatCompletions) {
+      handlers_->chat_turn_ends_.Forget(continued);
+    } else if (handlers_->chat_turn_ends_.TakeMissingEnd(continued)) {
+      fed_turn_end_ = true;
+      request_.generate.set_prompt(handlers_->chat_template()->turn_end() +
+                                   request_.generate.prompt());
+    }
   }
 
   // The gRPC path's validation. A new session's id does not exist yet: a
@@ -246,11 +268,12 @@ void CompletionCall::Stream(httplib::Response& res, std::shared_ptr<CompletionCa
       [self](bool success) {
         // A client that went away mid-stream cancels its turn, as a
         // cancelled gRPC stream does.
+        // Counted before the log line, which tests wait for.
+        self->handlers_->Count(self->method_, success ? 200 : 499);
         if (!success) {
           self->sink_->Cancel();
           self->Log("CANCELLED", "the client closed the stream", nullptr);
         }
-        self->handlers_->Count(self->method_, success ? 200 : 499);
       });
 }
 

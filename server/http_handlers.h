@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/chat_template.h"
+#include "server/chat_turn_ends.h"
 #include "server/http_errors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -63,6 +64,7 @@ class HttpHandlers {
   std::atomic<bool> stopping_{false};
   mutable absl::Mutex mu_;
   std::optional<ChatTemplate> chat_template_ ABSL_GUARDED_BY(mu_);
+  ChatTurnEnds chat_turn_ends_{1 << 16};
 
   friend class CompletionCall;
 };

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <utility>
 
@@ -9,6 +10,19 @@
 #include "server/http_handlers.h"
 
 namespace linserve {
+namespace {
+
+// The library listens with a backlog of 5 (compiled in): a burst of clients
+// connecting at once would overflow it. Listening again on the bound socket
+// only changes the backlog.
+template <typename Base>
+class WideBacklog : public Base {
+ public:
+  using Base::Base;
+  void Widen() { ::listen(this->svr_sock_, SOMAXCONN); }
+};
+
+}  // namespace
 
 absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options) {
   const size_t colon = listen.rfind(':');
@@ -32,9 +46,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
                                                               Metrics* metrics) {
   std::unique_ptr<HttpServer> http(new HttpServer());
   if (options.tls_cert_file.empty()) {
-    http->server_ = std::make_unique<httplib::Server>();
+    http->server_ = std::make_unique<WideBacklog<httplib::Server>>();
   } else {
-    http->server_ = std::make_unique<httplib::SSLServer>(
+    http->server_ = std::make_unique<WideBacklog<httplib::SSLServer>>(
         options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
         options.tls_client_ca_file.empty() ? nullptr : options.tls_client_ca_file.c_str());
   }
@@ -61,6 +75,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --http_listen = ", host, ":", wanted_port));
   }
+  if (auto* plain = dynamic_cast<WideBacklog<httplib::Server>*>(&server)) plain->Widen();
+  if (auto* tls = dynamic_cast<WideBacklog<httplib::SSLServer>*>(&server)) tls->Widen();
   http->thread_ = std::thread([&server] { server.listen_after_bind(); });
   return http;
 }
