@@ -1,7 +1,9 @@
-# linserve image: the gRPC server with the shipped default model.
+# linserve image: the gRPC server and its OpenAI-compatible HTTP API with the
+# shipped default model.
 #
 #   docker build -t linserve .
-#   docker run -p 50051:50051 -p 127.0.0.1:9464:9464 -v linserve-sessions:/var/lib/linserve linserve
+#   docker run -p 50051:50051 -p 8080:8080 -p 127.0.0.1:9464:9464 \
+#     -v linserve-sessions:/var/lib/linserve linserve
 #
 # Arguments after the image name are more server flags (`linserve --help`);
 # a later flag overrides the entry point's. tests/docker builds this file and
@@ -33,7 +35,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32 libabsl20220623 \
-      libssl3 libhiredis0.14 libprometheus-cpp-core1.0 \
+      libssl3 libhiredis0.14 libprometheus-cpp-core1.0 libcpp-httplib0.11 \
  && rm -rf /var/lib/apt/lists/*
 # LibTorch links libblas.so.3: make OpenBLAS back it, not the ~20x slower
 # reference BLAS that apt may also have installed.
@@ -58,9 +60,10 @@ USER linserve
 
 # OpenBLAS's own threads would spin against LibTorch's OpenMP pool.
 ENV OPENBLAS_NUM_THREADS=1
-# gRPC and Prometheus /metrics. /metrics is plain HTTP without tenants
-# (server/README.md): publish 9464 to the scraper's network only.
-EXPOSE 50051 9464
+# gRPC, the HTTP API (/v1/..., /health) and Prometheus /metrics. /metrics is
+# plain HTTP without tenants (server/README.md): publish 9464 to the
+# scraper's network only.
+EXPOSE 50051 8080 9464
 # SERVING once the model is loaded; NOT_SERVING from the moment SIGTERM
 # starts the drain.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
@@ -72,5 +75,6 @@ STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/linserve", \
             "--model=/usr/local/share/linserve/models/default", \
             "--listen=0.0.0.0:50051", \
+            "--http_listen=0.0.0.0:8080", \
             "--metrics_host=0.0.0.0", "--metrics_port=9464", \
             "--store_dir=/var/lib/linserve/sessions"]

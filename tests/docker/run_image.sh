@@ -8,10 +8,11 @@
 # folder under RUN_DIR holding a copy of the image's content there, as a new
 # named volume would.
 #
-# Checks: health SERVING (the image's HEALTHCHECK command, exit 0), a Generate
-# returns text, a session turn lands in the volume as a state file owned by
-# the image's user, /metrics counts the generated tokens, the server runs as
-# that user with no group 0, and SIGTERM to PID 1 ends it with exit code 0.
+# Checks: health SERVING (the image's HEALTHCHECK command, exit 0), the HTTP
+# port's GET /health answers ok, a Generate returns text, a session turn
+# lands in the volume as a state file owned by the image's user, /metrics
+# counts the generated tokens, the server runs as that user with no group 0,
+# and SIGTERM to PID 1 ends it with exit code 0.
 #
 #   tests/docker/run_image.sh IMAGE RUN_DIR   (with the test's CONTAINERS_STORAGE_CONF)
 set -euo pipefail
@@ -70,12 +71,14 @@ image_client() { "${enter[@]}" "$client" --server="127.0.0.1:$port" "$@"; }
 echo "entry point: ${entrypoint[*]} ${command[*]}"
 # Its own PID namespace too: the server is PID 1 there, as in a container.
 "${enter[0]}" --pid --fork --kill-child "${enter[@]:1}" "${entrypoint[@]}" "${command[@]}" \
-  --listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 2>"$run_dir/server.log" &
+  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 \
+  2>"$run_dir/server.log" &
 server_pid=$!
 linserve_wait_serving "$server_pid" "$run_dir/server.log" 120 || fail "$linserve_error"
 port=$linserve_port
 metrics_port=$linserve_metrics_port
-echo "serving: gRPC 127.0.0.1:$port, metrics 127.0.0.1:$metrics_port"
+http_port=$linserve_http_port
+echo "serving: gRPC 127.0.0.1:$port, HTTP 127.0.0.1:$http_port, metrics 127.0.0.1:$metrics_port"
 
 # The server is the namespace's PID 1, as the image's user.
 pid=$(cat "/proc/$server_pid/task/$server_pid/children")
@@ -90,9 +93,13 @@ awk '/^Groups:/ { for (i = 2; i <= NF; i++) if ($i == 0) exit 1 }' <<<"$status" 
   fail "the server keeps group 0: $(grep '^Groups:' <<<"$status")"
 echo "ok: PID 1 of its namespace is ${entrypoint[0]}, uid $uid"
 
-# --- Health, through the image's HEALTHCHECK command.
+# --- Health, through the image's HEALTHCHECK command, then over HTTP.
 "${enter[@]}" "${health[@]:1}" --server="127.0.0.1:$port" || fail "health check: not SERVING"
 echo "ok: health check (${health[*]:1}) exits 0"
+[ "${http_port:-0}" -gt 0 ] || fail "the HTTP port is off"
+http_health=$(curl -sf "http://127.0.0.1:$http_port/health") || fail "HTTP GET /health did not answer 200"
+[ "$(jq -r .status <<<"$http_health")" = ok ] || fail "HTTP GET /health answered $http_health"
+echo "ok: HTTP GET /health: $http_health"
 
 # --- A Generate. The client prints the text on stdout and the finished
 # message, with the generated token count, on stderr.
