@@ -69,6 +69,63 @@ def duration_seconds(text) -> float:
     return sum(float(n) * units[u] for n, u in parts)
 
 
+def nginx_seconds(text: str) -> float:
+    """Seconds of an nginx time ("1h", "3600s", "90", "500ms"; no unit: s)."""
+    return float(text) if re.fullmatch(r"\d+", text) else duration_seconds(text)
+
+
+class NginxDirective:
+    """One directive of an nginx configuration: its name, its arguments
+    (quotes removed) and, for a block (`server { ... }`), its directives."""
+
+    def __init__(self, name: str, args: list, block: list = None):
+        self.name, self.args, self.block = name, args, block
+
+    def all(self, name: str) -> list:
+        """The directives called `name` directly in this block."""
+        return [d for d in self.block or [] if d.name == name]
+
+    def value(self, name: str, default=None):
+        """The arguments, joined by spaces, of the last `name` directly in
+        this block (as nginx, a later one wins), or `default`."""
+        found = self.all(name)
+        return " ".join(found[-1].args) if found else default
+
+
+_NGINX_TOKEN = re.compile(r"""\s+|#[^\n]*|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[{};]|[^\s{};'"#]+""")
+
+
+def nginx_config(text: str) -> NginxDirective:
+    """An nginx configuration (a whole file or one `include`d in `http`) as
+    a tree of directives under a root block named "". Raises ValueError for
+    text it cannot split into directives (unbalanced braces, a directive
+    without its ';'), so a broken file cannot pass the checks."""
+    pieces = _NGINX_TOKEN.findall(text)
+    if "".join(pieces) != text:
+        raise ValueError("nginx configuration with characters outside any token")
+    tokens = [p for p in pieces if p.strip() and not p.startswith("#")]
+    stack = [NginxDirective("", [], [])]
+    words = []
+    for token in tokens:
+        if token in (";", "{"):
+            if not words:
+                raise ValueError(f"nginx configuration: {token!r} without a directive")
+            directive = NginxDirective(words[0], words[1:], [] if token == "{" else None)
+            stack[-1].block.append(directive)
+            if token == "{":
+                stack.append(directive)
+            words = []
+        elif token == "}":
+            if words or len(stack) == 1:
+                raise ValueError(f"nginx configuration: unexpected '}}' after {words}")
+            stack.pop()
+        else:
+            words.append(token[1:-1] if token[0] in "'\"" else token)
+    if words or len(stack) != 1:
+        raise ValueError("nginx configuration: unterminated directive or block")
+    return stack[0]
+
+
 def cpu_cores(quantity) -> float:
     """Cores of a Kubernetes CPU quantity ("2", "500m", 1.5)."""
     text = str(quantity)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -80,6 +81,7 @@ class Linserve:
             raise RuntimeError(f"{self.args} {e}: {e.log}") from None
         self.process = started.process
         self.port, self.metrics_port = started.port, started.metrics_port
+        self.http_port = started.http_port
 
     def logs(self) -> str:
         return linserve_process.read_log(self.log)
@@ -88,6 +90,16 @@ class Linserve:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as answer:
             return answer.read().decode()
+
+    def http_get(self, path: str) -> tuple:
+        """(status, body) of GET `path` on the HTTP API's port, whatever the
+        status."""
+        url = f"http://127.0.0.1:{self.http_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as a container runtime stops it; the exit status."""

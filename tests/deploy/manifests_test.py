@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Keeps deploy/ true: every YAML file parses, every flag given to linserve is
 one the real binary has (and the real binary starts with them), the ports
-agree everywhere they are named, the affinity hash uses the header the client
-sends, the compose nginx config is the template's rendering, and every metric
-the Grafana dashboard queries is one a real server exports.
+(gRPC, HTTP, metrics) agree everywhere they are named, the affinity hash uses
+the header the client sends, the HTTP API's paths stream unbuffered through
+nginx and the Ingress, the compose nginx config is the template's rendering,
+and every metric the Grafana dashboard queries is one a real server exports.
 
   manifests_test.py --linserve=BIN --client=BIN --source_dir=DIR [unittest args]
 
@@ -102,6 +103,51 @@ def effective(args: list) -> dict:
     return dict(files.parse_flags(args))
 
 
+def ports(flags: dict) -> tuple:
+    """(gRPC, HTTP, metrics) ports of a linserve's effective flags."""
+    return (files.port_of(flags["listen"]), files.port_of(flags["http_listen"]),
+            int(flags["metrics_port"]))
+
+
+HTTP_ROUTES = (("/v1/",), ("=", "/tokenize"), ("=", "/detokenize"), ("=", "/health"))
+
+
+class NginxFronts:
+    """A linserve nginx config read: its gRPC server block (the one that
+    listens with http2), its HTTP server block, and the HOST:PORT servers
+    of each upstream by name."""
+
+    def __init__(self, text: str):
+        conf = files.nginx_config(text)
+        servers = conf.all("server")
+        grpc = [s for s in servers if "http2" in s.all("listen")[0].args]
+        http = [s for s in servers if s not in grpc]
+        assert len(grpc) == 1 and len(http) == 1, "one gRPC and one HTTP server block"
+        self.grpc, self.http = grpc[0], http[0]
+        self.upstreams = {u.args[0]: [s.args[0] for s in u.all("server")]
+                          for u in conf.all("upstream")}
+        self.upstream_blocks = conf.all("upstream")
+
+    def listen(self, server: files.NginxDirective) -> str:
+        return server.all("listen")[0].args[0]
+
+    def grpc_upstream(self) -> str:
+        """The upstream the gRPC server's every location passes to."""
+        targets = {l.value("grpc_pass") for l in self.grpc.all("location")}
+        assert len(targets) == 1, f"gRPC locations pass to {targets}"
+        return targets.pop().removeprefix("grpc://")
+
+    def http_location(self, route: tuple) -> files.NginxDirective:
+        found = [l for l in self.http.all("location") if tuple(l.args) == route]
+        assert found, f"no location {' '.join(route)} in the HTTP server block"
+        return found[0]
+
+    def http_setting(self, location: files.NginxDirective, name: str):
+        """A proxy setting as nginx applies it there: the location's own,
+        else the server block's."""
+        return location.value(name, self.http.value(name))
+
+
 class ParseTest(unittest.TestCase):
     def test_every_yaml_file_parses_into_documents(self):
         self.assertGreaterEqual(len(D.documents), 10)
@@ -156,7 +202,7 @@ class FlagsTest(unittest.TestCase):
 
     def test_help_lists_the_flags_deployments_use(self):
         # Guards the parser itself: an empty set would make the checks vacuous.
-        for flag in ("listen", "metrics_port", "store", "shutdown_grace_seconds"):
+        for flag in ("listen", "http_listen", "metrics_port", "store", "shutdown_grace_seconds"):
             self.assertIn(flag, D.server_flags)
         self.assertIn("server", D.client_flags)
 
@@ -207,7 +253,7 @@ class FlagsTest(unittest.TestCase):
         setups.append(("kubernetes", effective(D.k8s_linserve_args())))
         for where, flags in setups:
             self.assertEqual(flags["model"], entry["model"], f"{where}: the image's model")
-            for port in (files.port_of(flags["listen"]), int(flags["metrics_port"])):
+            for port in ports(flags):
                 self.assertIn(port, image["expose"], f"{where}: port {port} not EXPOSEd")
         for name, service in D.compose_linserve.items():
             self.assertIn(service["healthcheck"]["test"][1], image["copied"], name)
@@ -216,56 +262,65 @@ class FlagsTest(unittest.TestCase):
 
 class PortsTest(unittest.TestCase):
     def test_compose_ports_agree(self):
-        nginx_upstreams = []
+        grpc_upstreams, http_upstreams = [], []
         for name, service in D.compose_linserve.items():
-            flags = effective(service["command"])
-            grpc, metrics = files.port_of(flags["listen"]), int(flags["metrics_port"])
-            self.assertEqual({int(p) for p in service["expose"]}, {grpc, metrics}, name)
+            grpc, http, metrics = ports(effective(service["command"]))
+            self.assertEqual({int(p) for p in service["expose"]}, {grpc, http, metrics}, name)
             health = effective(service["healthcheck"]["test"][3:])
             self.assertEqual(files.port_of(health["server"]), grpc, f"{name} healthcheck")
-            nginx_upstreams.append(f"{name}:{grpc}")
+            grpc_upstreams.append(f"{name}:{grpc}")
+            http_upstreams.append(f"{name}:{http}")
         targets = [t for job in D.prometheus["scrape_configs"] if job["job_name"] == "linserve"
                    for sc in job["static_configs"] for t in sc["targets"]]
         expected = [f"{name}:{effective(s['command'])['metrics_port']}"
                     for name, s in D.compose_linserve.items()]
         self.assertEqual(sorted(targets), sorted(expected))
-        conf = source("deploy/compose/nginx/linserve.conf").read_text()
-        upstream = re.search(r"^upstream\s+\w+\s*\{(.*?)^\}", conf, re.MULTILINE | re.DOTALL)
-        servers = re.findall(r"^\s*server\s+(\S+)\s", upstream.group(1), re.MULTILINE)
-        self.assertEqual(sorted(servers), sorted(nginx_upstreams))
-        listen = re.search(r"^\s*listen\s+(\S+)", conf, re.MULTILINE).group(1)
-        published = [str(p).split(":")[-1] for p in D.compose_services["nginx"]["ports"]]
-        self.assertIn(listen.split(":")[-1], published)
+        nginx = NginxFronts(source("deploy/compose/nginx/linserve.conf").read_text())
+        self.assertEqual(sorted(nginx.upstreams[nginx.grpc_upstream()]), sorted(grpc_upstreams))
+        for route in HTTP_ROUTES:
+            target = nginx.http_location(route).value("proxy_pass")
+            self.assertEqual(sorted(nginx.upstreams[target.removeprefix("http://")]),
+                             sorted(http_upstreams), f"nginx location {' '.join(route)}")
+        published = {str(p).split(":")[-1] for p in D.compose_services["nginx"]["ports"]}
+        for server in (nginx.grpc, nginx.http):
+            self.assertIn(nginx.listen(server).split(":")[-1], published)
 
     def test_kubernetes_ports_agree(self):
-        flags = effective(D.k8s_linserve_args())
-        grpc, metrics = files.port_of(flags["listen"]), int(flags["metrics_port"])
+        grpc, http, metrics = ports(effective(D.k8s_linserve_args()))
         container_ports = {p["name"]: p["containerPort"] for p in D.container["ports"]}
-        self.assertEqual(container_ports, {"grpc": grpc, "metrics": metrics})
+        self.assertEqual(container_ports, {"grpc": grpc, "http": http, "metrics": metrics})
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(D.container[probe]["grpc"]["port"], grpc, probe)
+            if "grpc" in D.container[probe]:
+                self.assertEqual(D.container[probe]["grpc"]["port"], grpc, probe)
+            else:
+                get = D.container[probe]["httpGet"]
+                port = get["port"]
+                self.assertEqual(container_ports[port] if isinstance(port, str) else port, http,
+                                 probe)
+                self.assertEqual(get["path"], "/health", probe)
         annotations = D.pod["metadata"]["annotations"]
         self.assertEqual(annotations["prometheus.io/scrape"], "true")
         self.assertEqual(int(annotations["prometheus.io/port"]), metrics)
         self.assertEqual(annotations["prometheus.io/path"], "/metrics")
         service = D.k8s[("Service", "linserve")]
         by_name = {p["name"]: p for p in service["spec"]["ports"]}
-        self.assertEqual(set(by_name), {"grpc", "metrics"})
+        self.assertEqual(set(by_name), {"grpc", "http", "metrics"})
         for name, port in by_name.items():
             target = port["targetPort"]
             self.assertEqual(container_ports[target] if isinstance(target, str) else target,
                              container_ports[name], f"Service port {name}")
         self.assertEqual(by_name["grpc"]["appProtocol"], "grpc")
+        self.assertEqual(by_name["http"]["appProtocol"], "http")
         monitor = D.k8s[("ServiceMonitor", "linserve")]
         for endpoint in monitor["spec"]["endpoints"]:
             self.assertIn(endpoint["port"], by_name)
             self.assertEqual(by_name[endpoint["port"]]["port"], by_name["metrics"]["port"])
-        ingress = D.k8s[("Ingress", "linserve")]
-        for rule in ingress["spec"]["rules"]:
-            for path in rule["http"]["paths"]:
-                backend = path["backend"]["service"]
-                self.assertEqual(backend["name"], "linserve")
-                self.assertEqual(backend["port"].get("name"), "grpc")
+        for ingress, port in (("linserve", "grpc"), ("linserve-http", "http")):
+            for rule in D.k8s[("Ingress", ingress)]["spec"]["rules"]:
+                for path in rule["http"]["paths"]:
+                    backend = path["backend"]["service"]
+                    self.assertEqual(backend["name"], "linserve", ingress)
+                    self.assertEqual(backend["port"].get("name"), port, ingress)
 
     def test_selectors_match_the_pods(self):
         for kind, name in (("Deployment", "linserve"), ("StatefulSet", "redis")):
@@ -313,19 +368,23 @@ class AffinityTest(unittest.TestCase):
         client_sources = "".join(p.read_text() for p in source("client").glob("*.cc"))
         self.assertIn(f'"{self.HEADER}"', client_sources)
         variable = "$http_" + self.HEADER.replace("-", "_")
-        ingress = D.k8s[("Ingress", "linserve")]["metadata"]["annotations"]
-        self.assertEqual(ingress["nginx.ingress.kubernetes.io/upstream-hash-by"], variable)
-        self.assertEqual(ingress["nginx.ingress.kubernetes.io/backend-protocol"], "GRPC")
-        for conf in ("deploy/nginx/linserve.conf.template", "deploy/compose/nginx/linserve.conf"):
-            self.assertRegex(source(conf).read_text(),
-                             rf"(?m)^\s*hash\s+{re.escape(variable)}\s+consistent;", conf)
+        for name, protocol in (("linserve", "GRPC"), ("linserve-http", "HTTP")):
+            ingress = D.k8s[("Ingress", name)]["metadata"]["annotations"]
+            self.assertEqual(ingress["nginx.ingress.kubernetes.io/upstream-hash-by"], variable)
+            self.assertEqual(ingress["nginx.ingress.kubernetes.io/backend-protocol"], protocol)
+        for where, nginx in nginx_configs().items():
+            self.assertEqual(len(nginx.upstream_blocks), 2, where)
+            for upstream in nginx.upstream_blocks:
+                self.assertEqual(upstream.value("hash"), f"{variable} consistent",
+                                 f"{where}: upstream {upstream.args[0]}")
 
     def test_compose_nginx_config_is_the_templates_rendering(self):
-        upstreams = [f"{name}:{files.port_of(effective(s['command'])['listen'])}"
-                     for name, s in D.compose_linserve.items()]
+        replicas = [f"{name}:{grpc}:{http}" for name, s in D.compose_linserve.items()
+                    for grpc, http, _ in [ports(effective(s["command"]))]]
         conf = source("deploy/compose/nginx/linserve.conf").read_text()
-        listen = re.search(r"^\s*listen\s+(\S+)", conf, re.MULTILINE).group(1)
-        command = [str(source("deploy/nginx/render")), "--stamp", listen] + upstreams
+        nginx = NginxFronts(conf)
+        command = [str(source("deploy/nginx/render")), "--stamp", nginx.listen(nginx.grpc),
+                   nginx.listen(nginx.http)] + replicas
         rendered = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         self.assertEqual(conf, rendered, "deploy/compose/nginx/linserve.conf is not the output "
                          f"of {' '.join(command)}")
@@ -334,11 +393,69 @@ class AffinityTest(unittest.TestCase):
         self.assertIn("./nginx/linserve.conf:/etc/nginx/conf.d/default.conf:ro", mounts)
 
 
+def nginx_configs() -> dict:
+    """{name: NginxFronts} of the compose config and of the template
+    rendered for two loopback replicas."""
+    rendered = subprocess.run([str(source("deploy/nginx/render")), "127.0.0.1:50051",
+                               "127.0.0.1:8080", "127.0.0.1:1:2", "127.0.0.1:3:4"],
+                              capture_output=True, text=True, check=True).stdout
+    return {"deploy/nginx/linserve.conf.template": NginxFronts(rendered),
+            "deploy/compose/nginx/linserve.conf": NginxFronts(
+                source("deploy/compose/nginx/linserve.conf").read_text())}
+
+
+class HttpRoutingTest(unittest.TestCase):
+    """The HTTP API through nginx and through ingress-nginx: its paths go to
+    the replicas' HTTP ports over HTTP/1.1, and answers stream unbuffered
+    (server-sent events token by token) for as long as a completion runs."""
+
+    LONG = 600  # seconds: at least this for a streamed completion
+
+    def test_nginx_routes_the_api_paths_unbuffered_to_the_http_upstream(self):
+        for where, nginx in nginx_configs().items():
+            grpc_upstream = nginx.grpc_upstream()
+            for route in HTTP_ROUTES:
+                what = f"{where}: location {' '.join(route)}"
+                location = nginx.http_location(route)
+                upstream = location.value("proxy_pass").removeprefix("http://")
+                self.assertIn(upstream, nginx.upstreams, what)
+                self.assertNotEqual(upstream, grpc_upstream, what)
+                self.assertEqual(nginx.http_setting(location, "proxy_http_version"), "1.1", what)
+                # Keep-alive to the replicas needs the client's Connection cleared.
+                self.assertIn(["Connection", ""],
+                              [d.args for d in location.all("proxy_set_header")
+                               or nginx.http.all("proxy_set_header")], what)
+                self.assertEqual(nginx.http_setting(location, "proxy_buffering"), "off", what)
+                for timeout in ("proxy_read_timeout", "proxy_send_timeout"):
+                    self.assertGreaterEqual(
+                        files.nginx_seconds(nginx.http_setting(location, timeout) or "60s"),
+                        self.LONG, f"{what}: {timeout}")
+            self.assertNotIn("http2", nginx.http.all("listen")[0].args, where)
+
+    def test_the_http_ingress_routes_the_api_paths_unbuffered(self):
+        grpc = D.k8s[("Ingress", "linserve")]
+        http = D.k8s[("Ingress", "linserve-http")]
+        annotations = http["metadata"]["annotations"]
+        prefix = "nginx.ingress.kubernetes.io/"
+        self.assertEqual(annotations[prefix + "proxy-buffering"], "off")
+        for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+            self.assertGreaterEqual(int(annotations[prefix + timeout]), self.LONG, timeout)
+        paths = {(p["path"], p["pathType"]) for rule in http["spec"]["rules"]
+                 for p in rule["http"]["paths"]}
+        expected = {(route[-1], "Exact" if route[0] == "=" else "Prefix") for route in HTTP_ROUTES}
+        self.assertEqual(paths, expected)
+        # One host, one certificate: ingress-nginx merges the two Ingresses.
+        self.assertEqual([r["host"] for r in http["spec"]["rules"]],
+                         [r["host"] for r in grpc["spec"]["rules"]])
+        self.assertEqual(http["spec"]["tls"], grpc["spec"]["tls"])
+
+
 class LiveServerTest(unittest.TestCase):
     """linserve and Redis started with the deployments' own flags and
     options (addresses, model directory and store host moved here)."""
 
-    LOCAL = {"listen": "127.0.0.1:0", "metrics_host": "127.0.0.1", "metrics_port": "0"}
+    LOCAL = {"listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "metrics_host": "127.0.0.1",
+             "metrics_port": "0"}
 
     def local_args(self, args: list, redis: live.Redis, flagfile: str = None) -> list:
         out = []
@@ -401,6 +518,9 @@ class LiveServerTest(unittest.TestCase):
             result = subprocess.run([ARGS.client, test[2]] + args, capture_output=True,
                                     text=True, timeout=30)
             self.assertEqual(result.returncode, 0, result.stderr)
+            # nginx's HTTP locations reach this port: /health answers there.
+            status, body = server.http_get("/health")
+            self.assertEqual((status, json.loads(body).get("status")), (200, "ok"), body)
         finally:
             self.stop_cleanly(server)
 
@@ -417,6 +537,10 @@ class LiveServerTest(unittest.TestCase):
             args = self.local_args(D.container["args"], redis, flagfile=str(flagfile))
             server = live.Linserve(ARGS.linserve, args)
             try:
+                for name in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    if "httpGet" in D.container[name]:
+                        status, body = server.http_get(D.container[name]["httpGet"]["path"])
+                        self.assertEqual(status, 200, f"{name}: {body}")
                 store = effective(D.k8s_linserve_args())["store"]
                 self.exercise(server, redis, re.search(r"prefix=([^&]+)", store).group(1))
                 exported = files.exposition_names(server.metrics())
