@@ -1,9 +1,9 @@
 // End to end on the multi-replica topology that deploy/local/topology starts
 // from Debian's packages on loopback: a real Redis as the shared session
-// store, three `linserve` replicas, nginx routing gRPC with the session
-// affinity hash, and a real Prometheus server scraping the replicas. What a
-// single server answers (a reference with its own disk store) is what the
-// topology must answer.
+// store, three `linserve` replicas, nginx routing gRPC and the HTTP API with
+// the session affinity hash, and a real Prometheus server scraping the
+// replicas. What a single server answers (a reference with its own disk
+// store) is what the topology must answer.
 
 #include <signal.h>
 #include <unistd.h>
@@ -23,7 +23,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -31,6 +33,7 @@ namespace {
 
 struct Replica {
   int port = 0;
+  int http_port = 0;
   int metrics_port = 0;
   pid_t pid = -1;
 };
@@ -65,13 +68,16 @@ class Topology {
       if (absl::SimpleAtoi(kv.second, &value)) env[kv.first] = value;
     }
     topology->nginx_port = env["NGINX_PORT"];
+    topology->nginx_http_port = env["NGINX_HTTP_PORT"];
     topology->prometheus_port = env["PROMETHEUS_PORT"];
     for (int i = 1; i <= env["REPLICAS"]; ++i) {
       topology->replicas.push_back({env[absl::StrCat("REPLICA_", i, "_PORT")],
+                                    env[absl::StrCat("REPLICA_", i, "_HTTP_PORT")],
                                     env[absl::StrCat("REPLICA_", i, "_METRICS_PORT")],
                                     env[absl::StrCat("REPLICA_", i, "_PID")]});
     }
-    if (topology->nginx_port == 0 || topology->replicas.size() != static_cast<size_t>(replicas)) {
+    if (topology->nginx_port == 0 || topology->nginx_http_port == 0 ||
+        topology->replicas.size() != static_cast<size_t>(replicas)) {
       return absl::InternalError("topology.env lacks ports");
     }
     return topology;
@@ -116,7 +122,8 @@ class Topology {
     return sum;
   }
 
-  int nginx_port = 0;
+  int nginx_port = 0;       // gRPC
+  int nginx_http_port = 0;  // the HTTP API
   int prometheus_port = 0;
   std::vector<Replica> replicas;
 
@@ -352,6 +359,107 @@ TEST_F(TopologyTest, TwoClientsOnTwoReplicasApplyEveryTurnOnceInSomeOrder) {
   ASSERT_TRUE(topology_->Direct(2)->GetSession(&context, get, &final_state).ok());
   EXPECT_EQ(final_state.position(), order.back().position);
   std::cerr << "conflicts retried: " << conflicts[0] << " + " << conflicts[1] << "\n";
+}
+
+nlohmann::json CompletionBody(const std::string& prompt, uint64_t seed, int max_tokens) {
+  // As MakeRequest: the same sampling as the reference's gRPC turns.
+  return {{"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"temperature", 0.8},
+          {"seed", seed},
+          {"ignore_eos", true}};
+}
+
+// linserve_generated_tokens_total of each replica.
+std::vector<double> GeneratedTokens(const Topology& topology) {
+  std::vector<double> counts;
+  for (const Replica& replica : topology.replicas) {
+    auto metrics = ScrapeMetrics(replica.metrics_port);
+    counts.push_back(metrics.ok() ? MetricValue(*metrics, "linserve_generated_tokens_total") : -1);
+  }
+  return counts;
+}
+
+// The HTTP API through nginx's HTTP port: a session made by one completion
+// and continued by the next ones with only the new text, its id in the
+// x-session-id header that nginx hashes, answers as one server does over
+// gRPC; the continued calls stay on one replica, and a streamed one arrives
+// event by event as it is generated.
+TEST_F(TopologyTest, HttpCompletionsThroughNginxContinueASessionOnOneReplica) {
+  StartTopology();
+  ASSERT_NE(topology_, nullptr);
+  HttpTestClient nginx(topology_->nginx_http_port);
+  auto reference = reference_->Stub();
+  auto alone = CreateSession(*reference);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+
+  nlohmann::json first_request = CompletionBody("ROMEO:\n", 3, 24);
+  first_request["session"] = "new";
+  const HttpReply first = nginx.Post("/v1/completions", first_request);
+  ASSERT_EQ(first.status, 200) << httplib::to_string(first.error) << " " << first.body;
+  const std::string id = first.json.value("session_id", "");
+  ASSERT_FALSE(id.empty()) << first.body;
+  EXPECT_EQ(Header(first, "x-session-id"), id);
+  TurnResult want = MustTurn(*reference, alone->id(), "ROMEO:\n", 3);
+  EXPECT_EQ(CompletionText(first), want.text);
+  EXPECT_EQ(first.json.value("session_position", int64_t{-1}), want.position);
+
+  const std::vector<double> before = GeneratedTokens(*topology_);
+  const HttpReply second =
+      nginx.Post("/v1/completions", CompletionBody("\nJULIET:\n", 7, 24), {{"x-session-id", id}});
+  ASSERT_EQ(second.status, 200) << httplib::to_string(second.error) << " " << second.body;
+  EXPECT_EQ(second.json.value("session_id", ""), id);
+  EXPECT_EQ(Header(second, "x-session-id"), id);
+  const int64_t previous = want.position;
+  want = MustTurn(*reference, alone->id(), "\nJULIET:\n", 7);
+  EXPECT_EQ(CompletionText(second), want.text);
+  EXPECT_EQ(second.json.value("session_position", int64_t{-1}), want.position);
+  EXPECT_GT(want.position, previous);
+
+  nlohmann::json streamed_request = CompletionBody("\nROMEO:\n", 11, 48);
+  streamed_request["stream"] = true;
+  std::vector<absl::Time> arrivals;
+  const HttpReply streamed = nginx.Stream("/v1/completions", streamed_request,
+                                          {{"x-session-id", id}}, [&](const nlohmann::json&) {
+                                            arrivals.push_back(absl::Now());
+                                            return true;
+                                          });
+  ASSERT_EQ(streamed.status, 200) << httplib::to_string(streamed.error) << " " << streamed.body;
+  EXPECT_EQ(Header(streamed, "x-session-id"), id);
+  EXPECT_TRUE(streamed.done) << "no data: [DONE]";
+  ASSERT_FALSE(streamed.events.empty());
+  int64_t position = -1;
+  for (const nlohmann::json& chunk : streamed.events) {
+    EXPECT_EQ(chunk.value("session_id", ""), id) << chunk.dump();
+    position = chunk.value("session_position", position);
+  }
+  want = MustTurn(*reference, alone->id(), "\nROMEO:\n", 11, 48);
+  EXPECT_EQ(CompletionText(streamed), want.text);
+  EXPECT_EQ(position, want.position);
+  // Events that came after a pause (in a read of their own): passed on as
+  // they were made, 48 tokens give dozens; held back to the end of the
+  // answer by any hop, none.
+  int apart = 0;
+  for (size_t i = 1; i < arrivals.size(); ++i) {
+    if (arrivals[i] - arrivals[i - 1] > absl::Microseconds(100)) ++apart;
+  }
+  std::cerr << "streamed through nginx: " << streamed.events.size() << " events, " << apart
+            << " of them apart, over " << absl::FormatDuration(arrivals.back() - arrivals.front())
+            << "\n";
+  EXPECT_GE(apart, 4) << "the stream arrived all at once";
+
+  // Both continued calls on one replica: it generated all 72 tokens.
+  std::vector<double> grown;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    const std::vector<double> after = GeneratedTokens(*topology_);
+    grown.clear();
+    for (size_t r = 0; r < after.size(); ++r) grown.push_back(after[r] - before[r]);
+    if (*std::max_element(grown.begin(), grown.end()) == 72) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() < deadline);
+  std::sort(grown.begin(), grown.end());
+  EXPECT_EQ(grown, (std::vector<double>{0, 0, 72})) << "generated tokens per replica";
 }
 
 TEST_F(TopologyTest, PrometheusScrapesEveryReplicaAndSeesTheTraffic) {
