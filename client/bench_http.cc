@@ -22,7 +22,9 @@ std::string TransportFailureName(httplib::Error error) {
     case httplib::Error::Read:
     case httplib::Error::Write:
     case httplib::Error::SSLConnection:
-      return "UNAVAILABLE";
+    case httplib::Error::SSLLoadingCerts:
+    case httplib::Error::SSLServerVerification:
+      return "UNAVAILABLE";  // as gRPC reports a failed handshake
     case httplib::Error::ConnectionTimeout:
       return "DEADLINE_EXCEEDED";
     default:

@@ -11,7 +11,7 @@
 // any other answer (HTTP_429, HTTP_503, ...) and for an error event inside a
 // stream (its code); "INCOMPLETE_STREAM" for a 200 stream that ended without
 // [DONE]; as gRPC would name them, "UNAVAILABLE" when the connection could
-// not be made or broke, "DEADLINE_EXCEEDED" past the timeout, "UNKNOWN" for
+// not be made (TLS handshake included) or broke, "DEADLINE_EXCEEDED" past the timeout, "UNKNOWN" for
 // anything else.
 
 #include <memory>
