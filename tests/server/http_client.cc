@@ -16,8 +16,12 @@ HttpTestClient::HttpTestClient(int port)
   client_->set_read_timeout(120, 0);
 }
 
-HttpTestClient::HttpTestClient(int port, const std::string& ca_file)
-    : client_(std::make_unique<httplib::Client>("https://localhost:" + std::to_string(port))) {
+HttpTestClient::HttpTestClient(int port, const std::string& ca_file, const std::string& cert_file,
+                               const std::string& key_file)
+    : client_(cert_file.empty()
+                  ? std::make_unique<httplib::Client>("https://localhost:" + std::to_string(port))
+                  : std::make_unique<httplib::Client>("https://localhost:" + std::to_string(port),
+                                                      cert_file, key_file)) {
   client_->set_ca_cert_path(ca_file.c_str());
   client_->enable_server_certificate_verification(true);
   client_->set_read_timeout(120, 0);

@@ -27,8 +27,13 @@ class HttpTestClient {
  public:
   // Plain HTTP to 127.0.0.1:`port`.
   explicit HttpTestClient(int port);
-  // HTTPS, verifying the server with the PEM roots in `ca_file`.
-  HttpTestClient(int port, const std::string& ca_file);
+  // HTTPS, verifying the server with the PEM roots in `ca_file`, and
+  // presenting a client certificate when `cert_file` is set.
+  HttpTestClient(int port, const std::string& ca_file, const std::string& cert_file = "",
+                 const std::string& key_file = "");
+
+  // How long a read may wait (default 120 s).
+  void SetReadTimeout(int seconds) { client_->set_read_timeout(seconds, 0); }
 
   HttpReply Get(const std::string& path, const httplib::Headers& headers = {});
   HttpReply Post(const std::string& path, const std::string& body,

@@ -11,6 +11,7 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -252,6 +253,34 @@ TEST_F(AuthTest, HealthNeedsNoToken) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+// The HTTP port: the same certificate, the same tokens and tenants.
+TEST_F(AuthTest, TheHttpApiTakesTheSameTokensOverTls) {
+  HttpTestClient http(server_->http_port(), *dir_ + "/ca.pem");
+  EXPECT_EQ(http.Get("/health").status, 200);  // probes need no token
+  const nlohmann::json request = {{"prompt", "hi"}, {"max_tokens", 3}, {"session", "new"}};
+  HttpReply missing = http.Post("/v1/completions", request);
+  EXPECT_EQ(missing.status, 401) << missing.body;
+  EXPECT_EQ(missing.json["error"]["type"], "authentication_error");
+  EXPECT_EQ(http.Post("/v1/completions", request, {{"Authorization", "Bearer wrong-token-0123456789"}})
+                .status,
+            401);
+  HttpReply alice =
+      http.Post("/v1/completions", request, {{"Authorization", std::string("Bearer ") + kAlice}});
+  ASSERT_EQ(alice.status, 200) << alice.body;
+  const std::string id = alice.json["session_id"];
+  // Bob cannot see it, over HTTP or gRPC; Alice continues it.
+  const nlohmann::json next = {{"prompt", " there"}, {"max_tokens", 3}, {"session_id", id}};
+  HttpReply bob = http.Post("/v1/completions", next, {{"Authorization", std::string("Bearer ") + kBob}});
+  EXPECT_EQ(bob.status, 404) << bob.body;
+  EXPECT_EQ(Get(kBob, id), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Get(kAlice, id), grpc::StatusCode::OK);
+  EXPECT_EQ(http.Post("/v1/completions", next, {{"Authorization", std::string("Bearer ") + kAlice}})
+                .status,
+            200);
+  // Plain HTTP to the TLS port gets no answer.
+  EXPECT_EQ(HttpTestClient(server_->http_port()).Get("/health").status, 0);
+}
+
 TEST_F(AuthTest, MutualTlsRequiresACertificateFromTheClientCa) {
   const std::string d = *dir_;
   auto server = ServerProcess::Start(
@@ -268,6 +297,15 @@ TEST_F(AuthTest, MutualTlsRequiresACertificateFromTheClientCa) {
   };
   EXPECT_EQ(call(true), grpc::StatusCode::OK);
   EXPECT_EQ(call(false), grpc::StatusCode::UNAVAILABLE);
+  // The HTTP port asks for the same client certificates.
+  HttpTestClient with_cert((*server)->http_port(), d + "/ca.pem", d + "/client.pem",
+                           d + "/client.key");
+  EXPECT_EQ(with_cert.Get("/v1/models").status, 200);
+  // Without one, TLS 1.3 lets the client finish its handshake; the server
+  // refuses it then, and the request gets no answer.
+  HttpTestClient without_cert((*server)->http_port(), d + "/ca.pem");
+  without_cert.SetReadTimeout(5);
+  EXPECT_EQ(without_cert.Get("/v1/models").status, 0);
 }
 
 TEST_F(AuthTest, TokensWithoutTlsAndBadTokenFilesAreRefusedAtStart) {
