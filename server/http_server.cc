@@ -60,6 +60,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
   const int threads = options.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
+  server.set_keep_alive_max_count(static_cast<size_t>(options.keepalive_requests));
+  server.set_keep_alive_timeout(options.keepalive_seconds);
   server.set_tcp_nodelay(true);  // one SSE event per token: no Nagle delay
   if (options.host.find(':') != std::string::npos) server.set_address_family(AF_INET6);
   const std::string host = options.host;

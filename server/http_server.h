@@ -25,6 +25,8 @@ struct HttpOptions {
   std::string host = "0.0.0.0";
   int port = 8080;  // 0 picks a free one
   int threads = 256;  // connections served at once (each stream holds one)
+  int keepalive_requests = 1000;  // per connection
+  int keepalive_seconds = 5;      // idle, before the server closes a connection
   int64_t max_body_bytes = 1 << 20;
   int64_t max_header_bytes = 16 << 10;
   std::vector<std::string> cors_origins;  // empty: no browser origin is allowed

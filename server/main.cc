@@ -54,6 +54,10 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(int32_t, http_threads, 256,
           "HTTP connections served at once (a streaming request holds one for its length); "
           "more wait for a free one");
+ABSL_FLAG(int32_t, http_keepalive_requests, 1000,
+          "Requests one HTTP connection may carry before the server closes it");
+ABSL_FLAG(int32_t, http_keepalive_seconds, 5,
+          "An idle HTTP connection is closed after this (it holds a --http_threads thread)");
 ABSL_FLAG(int64_t, max_http_body_bytes, 1 << 20,
           "Bytes of one HTTP request body; a larger one is refused with 413");
 ABSL_FLAG(int64_t, max_http_header_bytes, 16 << 10,
@@ -264,10 +268,14 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
   HttpOptions h;
   if (absl::Status ok = ParseHttpListen(absl::GetFlag(FLAGS_http_listen), h); !ok.ok()) return ok;
   h.threads = absl::GetFlag(FLAGS_http_threads);
+  h.keepalive_requests = absl::GetFlag(FLAGS_http_keepalive_requests);
+  h.keepalive_seconds = absl::GetFlag(FLAGS_http_keepalive_seconds);
   h.max_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
   h.max_header_bytes = absl::GetFlag(FLAGS_max_http_header_bytes);
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"http_threads", h.threads},
+           {"http_keepalive_requests", h.keepalive_requests},
+           {"http_keepalive_seconds", h.keepalive_seconds},
            {"max_http_body_bytes", h.max_body_bytes},
            {"max_http_header_bytes", h.max_header_bytes}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
