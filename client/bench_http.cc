@@ -1,6 +1,7 @@
 #include "client/bench_http.h"
 
 #include <httplib.h>
+#include <signal.h>
 
 #include <deque>
 #include <thread>
@@ -227,6 +228,10 @@ bool ApplyCompletionEvent(const std::string& data, PieceClock& clock, BenchOutco
 
 absl::StatusOr<std::unique_ptr<BenchTransport>> MakeHttpBenchTransport(
     const ConnectionOptions& connection) {
+  // A server that closes a connection while a request is written would
+  // otherwise end the whole load test with SIGPIPE (cpp-httplib's client
+  // does not ignore it; its server does).
+  signal(SIGPIPE, SIG_IGN);
   auto transport = std::make_unique<HttpBenchTransport>(connection);
   if (!transport->Usable()) {
     return absl::InvalidArgumentError(

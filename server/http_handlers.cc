@@ -122,6 +122,17 @@ absl::StatusOr<Scheduler*> HttpHandlers::Ready() const {
   return scheduler;
 }
 
+absl::StatusOr<Scheduler*> HttpHandlers::Admit(const httplib::Request& req, Json* body) const {
+  absl::StatusOr<std::string> tenant = Authenticate(req);
+  if (!tenant.ok()) return tenant.status();
+  absl::StatusOr<Scheduler*> scheduler = Ready();
+  if (!scheduler.ok() || body == nullptr) return scheduler;
+  absl::StatusOr<Json> parsed = ParseBody(req);
+  if (!parsed.ok()) return parsed.status();
+  *body = *std::move(parsed);
+  return scheduler;
+}
+
 absl::StatusOr<Json> HttpHandlers::ParseBody(const httplib::Request& req) const {
   Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
@@ -160,9 +171,7 @@ void HttpHandlers::Health(const httplib::Request&, httplib::Response& res) {
 
 void HttpHandlers::Models(const httplib::Request& req, httplib::Response& res) {
   constexpr char kMethod[] = "Models";
-  absl::StatusOr<std::string> tenant = Authenticate(req);
-  if (!tenant.ok()) return Reply(res, kMethod, ToHttpError(tenant.status()));
-  absl::StatusOr<Scheduler*> scheduler = Ready();
+  absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
   if (!scheduler.ok()) return Reply(res, kMethod, ToHttpError(scheduler.status()));
   const ModelFacts& facts = (*scheduler)->model_facts();
   static const int64_t started = absl::ToUnixSeconds(absl::Now());
@@ -180,12 +189,10 @@ void HttpHandlers::Models(const httplib::Request& req, httplib::Response& res) {
 
 void HttpHandlers::Tokenize(const httplib::Request& req, httplib::Response& res) {
   constexpr char kMethod[] = "Tokenize";
-  absl::StatusOr<std::string> tenant = Authenticate(req);
-  if (!tenant.ok()) return Reply(res, kMethod, ToHttpError(tenant.status()));
-  absl::StatusOr<Scheduler*> scheduler = Ready();
+  Json body_value;
+  absl::StatusOr<Scheduler*> scheduler = Admit(req, &body_value);
   if (!scheduler.ok()) return Reply(res, kMethod, ToHttpError(scheduler.status()));
-  absl::StatusOr<Json> body = ParseBody(req);
-  if (!body.ok()) return Reply(res, kMethod, ToHttpError(body.status()));
+  const Json* body = &body_value;
   // A chat's messages render as /v1/chat/completions renders them.
   const bool chat = body->contains("messages");
   absl::StatusOr<OpenAiRequest> parsed =
@@ -209,12 +216,10 @@ void HttpHandlers::Tokenize(const httplib::Request& req, httplib::Response& res)
 
 void HttpHandlers::Detokenize(const httplib::Request& req, httplib::Response& res) {
   constexpr char kMethod[] = "Detokenize";
-  absl::StatusOr<std::string> tenant = Authenticate(req);
-  if (!tenant.ok()) return Reply(res, kMethod, ToHttpError(tenant.status()));
-  absl::StatusOr<Scheduler*> scheduler = Ready();
+  Json body_value;
+  absl::StatusOr<Scheduler*> scheduler = Admit(req, &body_value);
   if (!scheduler.ok()) return Reply(res, kMethod, ToHttpError(scheduler.status()));
-  absl::StatusOr<Json> body = ParseBody(req);
-  if (!body.ok()) return Reply(res, kMethod, ToHttpError(body.status()));
+  const Json* body = &body_value;
   const auto tokens = body->find("tokens");
   const int64_t vocab = (*scheduler)->model_facts().vocab_size;
   const int64_t max_tokens = service_->options().limits.max_prompt_bytes;

@@ -51,6 +51,9 @@ class HttpHandlers {
   // The scheduler once the model is loaded, or UNAVAILABLE.
   absl::StatusOr<Scheduler*> Ready() const;
   absl::StatusOr<nlohmann::json> ParseBody(const httplib::Request& req) const;
+  // For an endpoint that only reads: authenticated, the model loaded and,
+  // when `body` is set, the body parsed into it.
+  absl::StatusOr<Scheduler*> Admit(const httplib::Request& req, nlohmann::json* body) const;
   std::optional<ChatTemplate> chat_template() const;
 
   void Reply(httplib::Response& res, const char* method, const HttpError& error);

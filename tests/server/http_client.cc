@@ -1,5 +1,7 @@
 #include "tests/server/http_client.h"
 
+#include <signal.h>
+
 #include "client/sse.h"
 
 namespace linserve {
@@ -9,10 +11,28 @@ nlohmann::json ParseOrDiscard(const std::string& text) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+// A server that closes the connection while a request is written (a TLS
+// handshake it refuses) must fail that request, not kill the test with
+// SIGPIPE: cpp-httplib's client does not ignore it.
+void IgnoreSigpipe() { signal(SIGPIPE, SIG_IGN); }
+
+HttpReply FromResult(const httplib::Result& result) {
+  HttpReply reply;
+  reply.error = result.error();
+  if (result) {
+    reply.status = result->status;
+    reply.headers = result->headers;
+    reply.body = result->body;
+    reply.json = ParseOrDiscard(reply.body);
+  }
+  return reply;
+}
+
 }  // namespace
 
 HttpTestClient::HttpTestClient(int port)
     : client_(std::make_unique<httplib::Client>("http://127.0.0.1:" + std::to_string(port))) {
+  IgnoreSigpipe();
   client_->set_read_timeout(120, 0);
 }
 
@@ -22,36 +42,19 @@ HttpTestClient::HttpTestClient(int port, const std::string& ca_file, const std::
                   ? std::make_unique<httplib::Client>("https://localhost:" + std::to_string(port))
                   : std::make_unique<httplib::Client>("https://localhost:" + std::to_string(port),
                                                       cert_file, key_file)) {
+  IgnoreSigpipe();
   client_->set_ca_cert_path(ca_file.c_str());
   client_->enable_server_certificate_verification(true);
   client_->set_read_timeout(120, 0);
 }
 
 HttpReply HttpTestClient::Get(const std::string& path, const httplib::Headers& headers) {
-  HttpReply reply;
-  httplib::Result result = client_->Get(path.c_str(), headers);
-  reply.error = result.error();
-  if (result) {
-    reply.status = result->status;
-    reply.headers = result->headers;
-    reply.body = result->body;
-    reply.json = ParseOrDiscard(reply.body);
-  }
-  return reply;
+  return FromResult(client_->Get(path.c_str(), headers));
 }
 
 HttpReply HttpTestClient::Post(const std::string& path, const std::string& body,
                                const httplib::Headers& headers) {
-  HttpReply reply;
-  httplib::Result result = client_->Post(path.c_str(), headers, body, "application/json");
-  reply.error = result.error();
-  if (result) {
-    reply.status = result->status;
-    reply.headers = result->headers;
-    reply.body = result->body;
-    reply.json = ParseOrDiscard(reply.body);
-  }
-  return reply;
+  return FromResult(client_->Post(path.c_str(), headers, body, "application/json"));
 }
 
 HttpReply HttpTestClient::Stream(const std::string& path, const nlohmann::json& body,
