@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,8 +36,7 @@ ChatTemplate ChatTemplate::Plain() {
   return t;
 }
 
-absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view json,
-                                                 absl::string_view source) {
+absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view json, absl::string_view source) {
   const nlohmann::json doc = nlohmann::json::parse(json.begin(), json.end(), nullptr,
                                                    /*allow_exceptions=*/false);
   if (!doc.is_object()) return Bad(source, "is not a JSON object");
@@ -101,9 +99,8 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
                        : m.role == "assistant" ? &assistant_
                                                : nullptr;
     if (role == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i, "].role = \"", m.role,
-                       "\" is not one of system, user, assistant"));
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].role = \"", m.role,
+                                                     "\" is not one of system, user, assistant"));
     }
     absl::StrAppend(&text, role->prefix, m.content, role->suffix);
   }

@@ -26,10 +26,10 @@ class CompletionCall {
   CompletionCall(HttpHandlers* handlers, OpenAiEndpoint endpoint)
       : handlers_(handlers),
         endpoint_(endpoint),
-        method_(endpoint == OpenAiEndpoint::kChatCompletions ? "ChatCompletions"
-                                                             : "Completions") {}
+        method_(endpoint == OpenAiEndpoint::kChatCompletions ? "ChatCompletions" : "Completions") {}
 
-  void Run(const httplib::Request& req, httplib::Response& res, std::shared_ptr<CompletionCall> self);
+  void Run(const httplib::Request& req, httplib::Response& res,
+           std::shared_ptr<CompletionCall> self);
 
  private:
   // Everything up to the turn's first event; an error answers the request.
@@ -113,15 +113,14 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   if (!parsed.ok()) return field_error(parsed.status());
   request_ = *std::move(parsed);
   if (!request_.ignored_fields.empty()) {
-    LogInfo("http_fields_ignored", {{"path", req.path},
-                                    {"fields", absl::StrJoin(request_.ignored_fields, ",")}});
+    LogInfo("http_fields_ignored",
+            {{"path", req.path}, {"fields", absl::StrJoin(request_.ignored_fields, ",")}});
   }
   const std::string& served = handlers_->options_.served_model_name;
   if (!request_.model.empty() && request_.model != served) {
     Fail(res,
-         absl::NotFoundError(absl::StrCat("model \"", request_.model,
-                                          "\" does not exist; this server serves \"", served,
-                                          "\"")),
+         absl::NotFoundError(absl::StrCat(
+             "model \"", request_.model, "\" does not exist; this server serves \"", served, "\"")),
          "model");
     return absl::CancelledError();
   }
@@ -246,7 +245,8 @@ void CompletionCall::Stream(httplib::Response& res, std::shared_ptr<CompletionCa
           event = call.Next();
         }
         if (!event.has_value()) return false;  // shutting down: cut the stream
-        if (event->piece.has_value()) return call.Write(out, DumpJson(call.responder_->Chunk(*event->piece)));
+        if (event->piece.has_value())
+          return call.Write(out, DumpJson(call.responder_->Chunk(*event->piece)));
         const absl::StatusOr<TurnSummary>& done = *event->done;
         if (done.ok()) {
           if (!call.Write(out, DumpJson(call.responder_->Closing(*done)))) return false;

@@ -16,9 +16,8 @@
 //   DEADLINE_EXCEEDED   504 timeout_error
 //   anything else       500 server_error
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 

@@ -96,8 +96,8 @@ void HttpHandlers::FillErrorBody(const httplib::Request& req, httplib::Response&
                              " are allowed");
       break;
     case 404:
-      message = absl::StrCat("no endpoint ", req.method, " ", req.path,
-                             " (server/README.md lists them)");
+      message =
+          absl::StrCat("no endpoint ", req.method, " ", req.path, " (server/README.md lists them)");
       break;
     default:
       message = absl::StrCat("HTTP ", res.status);
@@ -175,16 +175,17 @@ void HttpHandlers::Models(const httplib::Request& req, httplib::Response& res) {
   if (!scheduler.ok()) return Reply(res, kMethod, ToHttpError(scheduler.status()));
   const ModelFacts& facts = (*scheduler)->model_facts();
   static const int64_t started = absl::ToUnixSeconds(absl::Now());
-  ReplyJson(res, kMethod,
-            {{"object", "list"},
-             {"data", Json::array({{{"id", options_.served_model_name},
-                                    {"object", "model"},
-                                    {"created", started},
-                                    {"owned_by", "linserve"},
-                                    {"fingerprint", facts.fingerprint},
-                                    {"architecture", facts.architecture},
-                                    {"tokenizer", facts.tokenizer},
-                                    {"state_bytes_per_session", facts.state_bytes_per_session}}})}});
+  ReplyJson(
+      res, kMethod,
+      {{"object", "list"},
+       {"data", Json::array({{{"id", options_.served_model_name},
+                              {"object", "model"},
+                              {"created", started},
+                              {"owned_by", "linserve"},
+                              {"fingerprint", facts.fingerprint},
+                              {"architecture", facts.architecture},
+                              {"tokenizer", facts.tokenizer},
+                              {"state_bytes_per_session", facts.state_bytes_per_session}}})}});
 }
 
 void HttpHandlers::Tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -202,11 +203,10 @@ void HttpHandlers::Tokenize(const httplib::Request& req, httplib::Response& res)
   const std::string& text = parsed.ok() ? parsed->generate.prompt() : "";
   if (valid.ok()) valid = ValidateSessionPrompt("prompt", text, service_->options().limits);
   if (!valid.ok()) {
-    const OpenAiField field = ToOpenAiField(
-        chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
-        std::string(valid.message()));
-    return Reply(res, kMethod,
-                 ToHttpError(absl::Status(valid.code(), field.message), field.param));
+    const OpenAiField field =
+        ToOpenAiField(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
+                      std::string(valid.message()));
+    return Reply(res, kMethod, ToHttpError(absl::Status(valid.code(), field.message), field.param));
   }
   const bool special = body->value("add_special_tokens", true);
   const std::vector<int64_t> tokens =
@@ -224,26 +224,26 @@ void HttpHandlers::Detokenize(const httplib::Request& req, httplib::Response& re
   const int64_t vocab = (*scheduler)->model_facts().vocab_size;
   const int64_t max_tokens = service_->options().limits.max_prompt_bytes;
   if (tokens == body->end() || !tokens->is_array()) {
-    return Reply(res, kMethod,
-                 ToHttpError(absl::InvalidArgumentError("tokens must be a list of token ids"),
-                             "tokens"));
+    return Reply(
+        res, kMethod,
+        ToHttpError(absl::InvalidArgumentError("tokens must be a list of token ids"), "tokens"));
   }
   if (static_cast<int64_t>(tokens->size()) > max_tokens) {
     return Reply(res, kMethod,
-                 ToHttpError(absl::InvalidArgumentError(absl::StrCat(
-                                 "tokens has ", tokens->size(), " ids; at most ", max_tokens,
-                                 " are allowed")),
+                 ToHttpError(absl::InvalidArgumentError(absl::StrCat("tokens has ", tokens->size(),
+                                                                     " ids; at most ", max_tokens,
+                                                                     " are allowed")),
                              "tokens"));
   }
   std::vector<int64_t> ids;
   for (size_t i = 0; i < tokens->size(); ++i) {
     const Json& id = (*tokens)[i];
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab) {
-      return Reply(res, kMethod,
-                   ToHttpError(absl::InvalidArgumentError(absl::StrCat(
-                                   "tokens[", i, "] = ", id.dump(), " is not an id in [0, ",
-                                   vocab, ")")),
-                               "tokens"));
+      return Reply(
+          res, kMethod,
+          ToHttpError(absl::InvalidArgumentError(absl::StrCat("tokens[", i, "] = ", id.dump(),
+                                                              " is not an id in [0, ", vocab, ")")),
+                      "tokens"));
     }
     ids.push_back(id.get<int64_t>());
   }

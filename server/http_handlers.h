@@ -5,11 +5,11 @@
 // a connection thread of cpp-httplib's pool and may block it: a completion
 // waits for its turn's output there.
 
+#include <httplib.h>
+
 #include <atomic>
 #include <optional>
 #include <string>
-
-#include <httplib.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"

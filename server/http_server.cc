@@ -29,8 +29,8 @@ absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options) {
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--http_listen = \"", listen, "\" is not HOST:PORT with PORT in [0, 65535]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_listen = \"", listen, "\" is not HOST:PORT with PORT in [0, 65535]"));
   }
   std::string host = listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {

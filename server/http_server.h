@@ -23,8 +23,8 @@ class HttpHandlers;  // server/http_handlers.h
 
 struct HttpOptions {
   std::string host = "0.0.0.0";
-  int port = 8080;  // 0 picks a free one
-  int threads = 256;  // connections served at once (each stream holds one)
+  int port = 8080;                // 0 picks a free one
+  int threads = 256;              // connections served at once (each stream holds one)
   int keepalive_requests = 1000;  // per connection
   int keepalive_seconds = 5;      // idle, before the server closes a connection
   int64_t max_body_bytes = 1 << 20;

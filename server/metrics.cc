@@ -30,7 +30,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
   requests_ = &BuildCounter()
                    .Name("linserve_requests_total")
-                   .Help("Finished requests by method, status code (gRPC's names) and protocol (grpc, http)")
+                   .Help("Finished requests by method, status code (gRPC's names) and "
+                         "protocol (grpc, http)")
                    .Register(r);
   rejections_ = &BuildCounter()
                      .Name("linserve_rejections_total")

@@ -46,8 +46,8 @@ class Fields {
     if (v == nullptr) return absl::OkStatus();
     if (!v->is_number_integer()) return Invalid(absl::StrCat(name, " must be an integer"));
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-      return Invalid(absl::StrCat(name, " = ", v->get<uint64_t>(), " is outside [", min, ", ",
-                                  max, "]"));
+      return Invalid(
+          absl::StrCat(name, " = ", v->get<uint64_t>(), " is outside [", min, ", ", max, "]"));
     }
     const int64_t value = v->get<int64_t>();
     if (value < min || value > max) {
@@ -169,7 +169,8 @@ absl::Status ReadCompletionPrompt(Fields& f, v1::GenerateRequest& out) {
     out.set_prompt(prompt->get<std::string>());
     return absl::OkStatus();
   }
-  const char* const kShapes = "prompt must be a string, a list of token ids or a list of one string";
+  const char* const kShapes =
+      "prompt must be a string, a list of token ids or a list of one string";
   if (!prompt->is_array()) return Invalid(kShapes);
   if (prompt->size() == 1 && (*prompt)[0].is_string()) {
     out.set_prompt((*prompt)[0].get<std::string>());
@@ -179,7 +180,8 @@ absl::Status ReadCompletionPrompt(Fields& f, v1::GenerateRequest& out) {
     if (id.is_string()) return Invalid("prompt: a batch of several prompts is not supported");
     if (!id.is_number_integer()) return Invalid(kShapes);
     const int64_t value = id.get<int64_t>();
-    if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max()) {
       return Invalid(absl::StrCat("prompt holds token id ", value, ", outside the int32 range"));
     }
     out.add_prompt_tokens(static_cast<int32_t>(value));
@@ -287,7 +289,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     if (!options->is_object()) return Invalid("stream_options must be an object");
     const auto usage = options->find("include_usage");
     if (usage != options->end() && !usage->is_null()) {
-      if (!usage->is_boolean()) return Invalid("stream_options.include_usage must be true or false");
+      if (!usage->is_boolean())
+        return Invalid("stream_options.include_usage must be true or false");
       out.include_usage = usage->get<bool>();
     }
   }
@@ -314,13 +317,40 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                   message[end] == '_' || message[end] == '.')) {
     ++end;
   }
-  static const absl::flat_hash_set<std::string> kKnown = {
-      "model", "n", "best_of", "echo", "suffix", "tools", "functions", "tool_choice",
-      "function_call", "response_format", "logit_bias", "stop", "temperature", "top_p", "min_p",
-      "top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed",
-      "max_tokens", "max_completion_tokens", "ignore_eos", "prompt", "messages", "logprobs",
-      "top_logprobs", "stream", "stream_options", "stream_options.include_usage", "user",
-      "session_id", "session", "cache_salt"};
+  static const absl::flat_hash_set<std::string> kKnown = {"model",
+                                                          "n",
+                                                          "best_of",
+                                                          "echo",
+                                                          "suffix",
+                                                          "tools",
+                                                          "functions",
+                                                          "tool_choice",
+                                                          "function_call",
+                                                          "response_format",
+                                                          "logit_bias",
+                                                          "stop",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "min_p",
+                                                          "top_k",
+                                                          "repetition_penalty",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "seed",
+                                                          "max_tokens",
+                                                          "max_completion_tokens",
+                                                          "ignore_eos",
+                                                          "prompt",
+                                                          "messages",
+                                                          "logprobs",
+                                                          "top_logprobs",
+                                                          "stream",
+                                                          "stream_options",
+                                                          "stream_options.include_usage",
+                                                          "user",
+                                                          "session_id",
+                                                          "session",
+                                                          "cache_salt"};
   std::string name = message.substr(0, end);
   if (name.empty() || !kKnown.contains(name)) {
     // "stop[2] is empty", "messages[0].role ...": the list's name.

@@ -8,10 +8,9 @@
 // ValidateGenerateRequest (server/request_validation.h).
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "linserve/v1/linserve.pb.h"
@@ -24,7 +23,7 @@ enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 struct OpenAiRequest {
   v1::GenerateRequest generate;  // prompt or prompt_tokens, sampling, stop, session_id, ...
   std::vector<std::string> template_stop;  // a chat template's stop strings, added after validation
-  std::string model;                        // as sent; empty: not sent
+  std::string model;                       // as sent; empty: not sent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool new_session = false;    // "session": "new"

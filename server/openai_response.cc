@@ -53,11 +53,11 @@ OpenAiResponder::OpenAiResponder(OpenAiEndpoint endpoint, std::string model, boo
 
 Json OpenAiResponder::Envelope(bool chunk) const {
   const bool chat = endpoint_ == OpenAiEndpoint::kChatCompletions;
-  Json out = {{"id", id_},
-              {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                              : "text_completion"},
-              {"created", created_},
-              {"model", model_}};
+  Json out = {
+      {"id", id_},
+      {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+      {"created", created_},
+      {"model", model_}};
   if (!session_id_.empty()) out["session_id"] = session_id_;
   return out;
 }
@@ -72,7 +72,8 @@ Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens) const {
     for (const SampledToken& t : tokens) {
       Json top = Json::array();
       for (const TokenLogprob& alt : t.top) {
-        top.push_back({{"token", alt.bytes}, {"logprob", alt.logprob}, {"bytes", Bytes(alt.bytes)}});
+        top.push_back(
+            {{"token", alt.bytes}, {"logprob", alt.logprob}, {"bytes", Bytes(alt.bytes)}});
       }
       content.push_back({{"token", t.token.bytes},
                          {"logprob", t.token.logprob},

@@ -6,10 +6,9 @@
 // hands a turn's sink.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/openai_request.h"
 #include "server/turn_sink.h"
@@ -19,7 +18,8 @@ namespace linserve {
 // One request's answer. Not thread-safe (one request's thread uses it).
 class OpenAiResponder {
  public:
-  OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs, std::string session_id);
+  OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
+                  std::string session_id);
 
   // Streaming: the chunk of a chat's first event (the assistant role), if
   // any (completions have none).

@@ -3,13 +3,13 @@
 
 // A real HTTP client (cpp-httplib) for the end-to-end tests of the HTTP API.
 
+#include <httplib.h>
+
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 namespace linserve {
 
@@ -18,7 +18,7 @@ struct HttpReply {
   httplib::Error error = httplib::Error::Success;
   httplib::Headers headers;
   std::string body;
-  nlohmann::json json;  // the body parsed, or discarded when it is not JSON
+  nlohmann::json json;                 // the body parsed, or discarded when it is not JSON
   std::vector<nlohmann::json> events;  // a stream's data events ([DONE] excluded)
   bool done = false;                   // the stream ended with data: [DONE]
 };

@@ -1,11 +1,11 @@
 // The HTTP API's pieces without a server: request parsing, chat templates,
 // answers and errors in OpenAI's shapes.
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "server/chat_template.h"
 #include "server/chat_turn_ends.h"
@@ -27,12 +27,25 @@ absl::StatusOr<OpenAiRequest> Chat(const Json& body) {
 }
 
 TEST(OpenAiRequestTest, CompletionFieldsBecomeTheGenerateRequest) {
-  auto r = Completion({{"model", "m"}, {"prompt", "hi"}, {"max_tokens", 7}, {"temperature", 0.5},
-                       {"top_p", 0.9}, {"top_k", -1}, {"min_p", 0.1}, {"seed", 42},
-                       {"stop", "\n"}, {"presence_penalty", 0.5}, {"frequency_penalty", 0.25},
-                       {"repetition_penalty", 1.1}, {"logprobs", 3}, {"ignore_eos", true},
-                       {"stream", true}, {"stream_options", {{"include_usage", true}}},
-                       {"user", "u"}, {"cache_salt", "s"}, {"some_extra", 1}});
+  auto r = Completion({{"model", "m"},
+                       {"prompt", "hi"},
+                       {"max_tokens", 7},
+                       {"temperature", 0.5},
+                       {"top_p", 0.9},
+                       {"top_k", -1},
+                       {"min_p", 0.1},
+                       {"seed", 42},
+                       {"stop", "\n"},
+                       {"presence_penalty", 0.5},
+                       {"frequency_penalty", 0.25},
+                       {"repetition_penalty", 1.1},
+                       {"logprobs", 3},
+                       {"ignore_eos", true},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}},
+                       {"user", "u"},
+                       {"cache_salt", "s"},
+                       {"some_extra", 1}});
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::GenerateRequest& g = r->generate;
   EXPECT_EQ(r->model, "m");
@@ -75,10 +88,15 @@ TEST(OpenAiRequestTest, PromptShapes) {
 }
 
 TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
-  for (const auto& [field, value] : std::vector<std::pair<std::string, Json>>{
-           {"n", 2}, {"best_of", 2}, {"echo", true}, {"suffix", "x"}, {"tools", {{{"a", 1}}}},
-           {"tool_choice", "auto"}, {"response_format", {{"type", "json_object"}}},
-           {"logit_bias", {{"5", 1}}}}) {
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, Json>>{{"n", 2},
+                                                 {"best_of", 2},
+                                                 {"echo", true},
+                                                 {"suffix", "x"},
+                                                 {"tools", {{{"a", 1}}}},
+                                                 {"tool_choice", "auto"},
+                                                 {"response_format", {{"type", "json_object"}}},
+                                                 {"logit_bias", {{"5", 1}}}}) {
     Json body = {{"prompt", "x"}, {field, value}};
     absl::Status status = Completion(body).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
@@ -87,16 +105,24 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
         << status;
   }
   // Their neutral values pass.
-  EXPECT_TRUE(Completion({{"prompt", "x"}, {"n", 1}, {"best_of", 1}, {"echo", false},
-                          {"tools", Json::array()}, {"logit_bias", Json::object()},
+  EXPECT_TRUE(Completion({{"prompt", "x"},
+                          {"n", 1},
+                          {"best_of", 1},
+                          {"echo", false},
+                          {"tools", Json::array()},
+                          {"logit_bias", Json::object()},
                           {"response_format", {{"type", "text"}}}})
                   .ok());
 }
 
 TEST(OpenAiRequestTest, WrongTypesNameTheField) {
-  for (const auto& [field, value] : std::vector<std::pair<std::string, Json>>{
-           {"temperature", "hot"}, {"max_tokens", 1.5}, {"seed", -1}, {"stream", "yes"},
-           {"stop", 3}, {"max_tokens", 0}}) {
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, Json>>{{"temperature", "hot"},
+                                                 {"max_tokens", 1.5},
+                                                 {"seed", -1},
+                                                 {"stream", "yes"},
+                                                 {"stop", 3},
+                                                 {"max_tokens", 0}}) {
     Json body = {{"prompt", "x"}, {field, value}};
     absl::Status status = Completion(body).status();
     ASSERT_FALSE(status.ok()) << field;
@@ -137,11 +163,13 @@ TEST(OpenAiRequestTest, ChatRendersMessagesWithTheTemplate) {
   EXPECT_EQ(ToOpenAiField(OpenAiEndpoint::kChatCompletions, std::string(robot.message())).param,
             "messages");
   EXPECT_FALSE(Chat({{"messages", Json::array()}}).ok());
-  EXPECT_FALSE(Chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}).ok());
+  EXPECT_FALSE(
+      Chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}).ok());
 }
 
 TEST(OpenAiRequestTest, ValidationMessagesGetOpenAiNames) {
-  OpenAiField f = ToOpenAiField(OpenAiEndpoint::kCompletions, "max_new_tokens = 0 is outside [1, 4]");
+  OpenAiField f =
+      ToOpenAiField(OpenAiEndpoint::kCompletions, "max_new_tokens = 0 is outside [1, 4]");
   EXPECT_EQ(f.param, "max_tokens");
   EXPECT_EQ(f.message, "max_tokens = 0 is outside [1, 4]");
   f = ToOpenAiField(OpenAiEndpoint::kChatCompletions, "prompt is 9 bytes; at most 8 are allowed");
@@ -167,8 +195,10 @@ TEST(ChatTemplateTest, FileDefaultsAndErrors) {
   ASSERT_TRUE(from_file.ok()) << from_file.status();
   EXPECT_EQ(*from_file->Render({{"system", "S"}, {"user", "x"}}), "SQ: x\nA:");
   EXPECT_EQ(from_file->turn_end(), "\n");
-  EXPECT_NE(ChatTemplate::Parse(R"({"roles": {"user": {}}})", "t.json").status().message().find(
-                "roles.system"),
+  EXPECT_NE(ChatTemplate::Parse(R"({"roles": {"user": {}}})", "t.json")
+                .status()
+                .message()
+                .find("roles.system"),
             std::string::npos);
   EXPECT_NE(ChatTemplate::Parse(R"({"roles": {"system": {}, "user": {}, "assistant": {}},
                                     "stop": [""]})",
@@ -233,16 +263,20 @@ TEST(OpenAiResponseTest, WholeAnswersAndChunks) {
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["top_logprobs"][0]["b"], -1.5);
   EXPECT_FALSE(chunk.contains("session_id"));
   // A token's bytes may end inside a UTF-8 character: replaced, not thrown on.
-  EXPECT_NE(DumpJson(Json{{"t", std::string("\xe2\x82", 2)}}).find("\xef\xbf\xbd"), std::string::npos);
+  EXPECT_NE(DumpJson(Json{{"t", std::string("\xe2\x82", 2)}}).find("\xef\xbf\xbd"),
+            std::string::npos);
 }
 
 TEST(HttpErrorsTest, StatusCodesMapToHttpStatusesAndShapes) {
-  const std::pair<absl::Status, int> table[] = {
-      {absl::InvalidArgumentError("x"), 400},  {absl::UnauthenticatedError("x"), 401},
-      {absl::PermissionDeniedError("x"), 403}, {absl::NotFoundError("x"), 404},
-      {absl::FailedPreconditionError("x"), 409}, {absl::AbortedError("x"), 409},
-      {absl::ResourceExhaustedError("x"), 429}, {absl::UnavailableError("x"), 503},
-      {absl::DataLossError("x"), 500}};
+  const std::pair<absl::Status, int> table[] = {{absl::InvalidArgumentError("x"), 400},
+                                                {absl::UnauthenticatedError("x"), 401},
+                                                {absl::PermissionDeniedError("x"), 403},
+                                                {absl::NotFoundError("x"), 404},
+                                                {absl::FailedPreconditionError("x"), 409},
+                                                {absl::AbortedError("x"), 409},
+                                                {absl::ResourceExhaustedError("x"), 429},
+                                                {absl::UnavailableError("x"), 503},
+                                                {absl::DataLossError("x"), 500}};
   for (const auto& [status, http] : table) {
     const HttpError error = ToHttpError(status, "f");
     EXPECT_EQ(error.status, http) << status;

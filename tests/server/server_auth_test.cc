@@ -261,22 +261,20 @@ TEST_F(AuthTest, TheHttpApiTakesTheSameTokensOverTls) {
   HttpReply missing = http.Post("/v1/completions", request);
   EXPECT_EQ(missing.status, 401) << missing.body;
   EXPECT_EQ(missing.json["error"]["type"], "authentication_error");
-  EXPECT_EQ(http.Post("/v1/completions", request, {{"Authorization", "Bearer wrong-token-0123456789"}})
-                .status,
-            401);
-  HttpReply alice =
-      http.Post("/v1/completions", request, {{"Authorization", std::string("Bearer ") + kAlice}});
+  auto bearer = [](const std::string& token) {
+    return httplib::Headers{{"Authorization", "Bearer " + token}};
+  };
+  EXPECT_EQ(http.Post("/v1/completions", request, bearer("wrong-token-0123456789")).status, 401);
+  HttpReply alice = http.Post("/v1/completions", request, bearer(kAlice));
   ASSERT_EQ(alice.status, 200) << alice.body;
   const std::string id = alice.json["session_id"];
   // Bob cannot see it, over HTTP or gRPC; Alice continues it.
   const nlohmann::json next = {{"prompt", " there"}, {"max_tokens", 3}, {"session_id", id}};
-  HttpReply bob = http.Post("/v1/completions", next, {{"Authorization", std::string("Bearer ") + kBob}});
+  HttpReply bob = http.Post("/v1/completions", next, bearer(kBob));
   EXPECT_EQ(bob.status, 404) << bob.body;
   EXPECT_EQ(Get(kBob, id), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Get(kAlice, id), grpc::StatusCode::OK);
-  EXPECT_EQ(http.Post("/v1/completions", next, {{"Authorization", std::string("Bearer ") + kAlice}})
-                .status,
-            200);
+  EXPECT_EQ(http.Post("/v1/completions", next, bearer(kAlice)).status, 200);
   // Plain HTTP to the TLS port gets no answer.
   EXPECT_EQ(HttpTestClient(server_->http_port()).Get("/health").status, 0);
 }

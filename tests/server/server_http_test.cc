@@ -2,14 +2,13 @@
 // real HTTP client (cpp-httplib) and, where the two transports are compared,
 // a real gRPC client.
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -58,8 +57,7 @@ TEST_F(HttpApiTest, CompletionGivesTheSameTextAsGrpcWithTheSameSeed) {
   EXPECT_EQ(CompletionText(whole), grpc_run.text);
   EXPECT_EQ(whole.json["usage"]["completion_tokens"], grpc_run.finished.usage().generated_tokens());
   EXPECT_EQ(whole.json["usage"]["prompt_tokens"], 6);
-  EXPECT_EQ(whole.json["usage"]["total_tokens"],
-            6 + grpc_run.finished.usage().generated_tokens());
+  EXPECT_EQ(whole.json["usage"]["total_tokens"], 6 + grpc_run.finished.usage().generated_tokens());
   EXPECT_TRUE(whole.json["usage"]["prompt_tokens_details"].contains("cached_tokens"));
   EXPECT_EQ(whole.json["choices"][0]["finish_reason"], "length");
 
@@ -68,8 +66,7 @@ TEST_F(HttpApiTest, CompletionGivesTheSameTextAsGrpcWithTheSameSeed) {
   streamed_request["stream_options"] = {{"include_usage", true}};
   HttpReply streamed = http.Stream("/v1/completions", streamed_request);
   ASSERT_EQ(streamed.status, 200);
-  EXPECT_EQ(Header(streamed, "Content-Type"),
-            "text/event-stream");
+  EXPECT_EQ(Header(streamed, "Content-Type"), "text/event-stream");
   EXPECT_TRUE(streamed.done);
   ASSERT_GE(streamed.events.size(), 3u);
   EXPECT_EQ(CompletionText(streamed), grpc_run.text);
@@ -89,8 +86,11 @@ TEST_F(HttpApiTest, CompletionGivesTheSameTextAsGrpcWithTheSameSeed) {
 TEST_F(HttpApiTest, ChatStreamsChunksAndLogprobsInOpenAiShapes) {
   HttpTestClient http = Client();
   Json chat = {{"messages", {{{"role", "user"}, {"content", "ROMEO:\nWhat light?"}}}},
-               {"max_tokens", 12}, {"seed", 3}, {"stream", true},
-               {"logprobs", true}, {"top_logprobs", 2}};
+               {"max_tokens", 12},
+               {"seed", 3},
+               {"stream", true},
+               {"logprobs", true},
+               {"top_logprobs", 2}};
   HttpReply reply = http.Stream("/v1/chat/completions", chat);
   ASSERT_EQ(reply.status, 200) << reply.body;
   ASSERT_GE(reply.events.size(), 2u);
@@ -127,7 +127,9 @@ TEST_F(HttpApiTest, ThreeTurnSessionChatEqualsStatelessChatsOfTheWholeHistory) {
   for (size_t turn = 0; turn < users.size(); ++turn) {
     const Json message = {{"role", "user"}, {"content", users[turn]}};
     history.push_back(message);
-    Json stateless = {{"messages", history}, {"max_tokens", max_tokens[turn]}, {"seed", 100 + turn},
+    Json stateless = {{"messages", history},
+                      {"max_tokens", max_tokens[turn]},
+                      {"seed", 100 + turn},
                       {"temperature", 0.8}};
     Json in_session = stateless;
     in_session["messages"] = Json::array({message});
@@ -146,8 +148,7 @@ TEST_F(HttpApiTest, ThreeTurnSessionChatEqualsStatelessChatsOfTheWholeHistory) {
     EXPECT_EQ(CompletionText(continued), CompletionText(full)) << "turn " << turn;
     if (turn == 0) session_id = continued.json["session_id"];
     EXPECT_EQ(continued.json["session_id"], session_id);
-    EXPECT_EQ(Header(continued, "x-session-id"),
-              session_id);
+    EXPECT_EQ(Header(continued, "x-session-id"), session_id);
     EXPECT_GT(continued.json["session_position"].get<int64_t>(), 0);
     // Only the new message was prefilled.
     if (turn > 0) {
@@ -173,33 +174,80 @@ TEST_F(HttpApiTest, EveryErrorHasOpenAiShapeAndStatus) {
   const std::vector<ErrorCase> cases = {
       {"n", "/v1/completions", R"({"prompt":"a","n":2})", {}, 400, "n", "n = 2 is outside [1, 1]"},
       {"best_of", "/v1/completions", R"({"prompt":"a","best_of":3})", {}, 400, "best_of", ""},
-      {"tools", "/v1/chat/completions",
-       R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", {}, 400,
-       "tools", "not supported"},
-      {"response_format", "/v1/chat/completions",
+      {"tools",
+       "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})",
+       {},
+       400,
+       "tools",
+       "not supported"},
+      {"response_format",
+       "/v1/chat/completions",
        R"({"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}})",
-       {}, 400, "response_format", "not supported"},
-      {"logit_bias", "/v1/completions", R"({"prompt":"a","logit_bias":{"5":1}})", {}, 400,
-       "logit_bias", "not supported"},
-      {"temperature", "/v1/completions", R"({"prompt":"a","temperature":1000})", {}, 400,
-       "temperature", "temperature = 1000"},
-      {"max_tokens", "/v1/completions", R"({"prompt":"a","max_tokens":100000})", {}, 400,
-       "max_tokens", "max_tokens = 100000 is outside [1, 4096]"},
-      {"role", "/v1/chat/completions", R"({"messages":[{"role":"robot","content":"a"}]})", {},
-       400, "messages", "messages[0].role"},
+       {},
+       400,
+       "response_format",
+       "not supported"},
+      {"logit_bias",
+       "/v1/completions",
+       R"({"prompt":"a","logit_bias":{"5":1}})",
+       {},
+       400,
+       "logit_bias",
+       "not supported"},
+      {"temperature",
+       "/v1/completions",
+       R"({"prompt":"a","temperature":1000})",
+       {},
+       400,
+       "temperature",
+       "temperature = 1000"},
+      {"max_tokens",
+       "/v1/completions",
+       R"({"prompt":"a","max_tokens":100000})",
+       {},
+       400,
+       "max_tokens",
+       "max_tokens = 100000 is outside [1, 4096]"},
+      {"role",
+       "/v1/chat/completions",
+       R"({"messages":[{"role":"robot","content":"a"}]})",
+       {},
+       400,
+       "messages",
+       "messages[0].role"},
       {"no prompt", "/v1/completions", R"({"max_tokens":3})", {}, 400, "prompt", "empty"},
       {"not json", "/v1/completions", "{", {}, 400, "", "not valid JSON"},
-      {"session", "/v1/completions", R"({"prompt":"a","session_id":")" + unknown_session + "\"}",
-       {}, 404, "", unknown_session},
-      {"session header", "/v1/completions", R"({"prompt":"a"})",
-       {{"x-session-id", unknown_session}}, 404, "", unknown_session},
-      {"model", "/v1/completions", R"({"prompt":"a","model":"gpt-4"})", {}, 404, "model",
-       "gpt-4"},
+      {"session",
+       "/v1/completions",
+       R"({"prompt":"a","session_id":")" + unknown_session + "\"}",
+       {},
+       404,
+       "",
+       unknown_session},
+      {"session header",
+       "/v1/completions",
+       R"({"prompt":"a"})",
+       {{"x-session-id", unknown_session}},
+       404,
+       "",
+       unknown_session},
+      {"model", "/v1/completions", R"({"prompt":"a","model":"gpt-4"})", {}, 404, "model", "gpt-4"},
       {"path", "/v1/embeddings", R"({"input":"a"})", {}, 404, "", "/v1/embeddings"},
-      {"origin", "/v1/completions", R"({"prompt":"a"})", {{"Origin", "https://evil.example"}},
-       403, "", "--http_cors_origins"},
-      {"body", "/v1/completions", R"({"prompt":")" + std::string(70000, 'a') + "\"}", {}, 413,
-       "", "--max_http_body_bytes = 65536"},
+      {"origin",
+       "/v1/completions",
+       R"({"prompt":"a"})",
+       {{"Origin", "https://evil.example"}},
+       403,
+       "",
+       "--http_cors_origins"},
+      {"body",
+       "/v1/completions",
+       R"({"prompt":")" + std::string(70000, 'a') + "\"}",
+       {},
+       413,
+       "",
+       "--max_http_body_bytes = 65536"},
   };
   HttpTestClient http = Client();
   for (const ErrorCase& c : cases) {
@@ -294,8 +342,8 @@ TEST(HttpLifecycleTest, AClientThatHangsUpMidStreamCancelsItsTurn) {
   request["ignore_eos"] = true;
   request["stream"] = true;
   int events = 0;
-  HttpReply reply = http.Stream("/v1/completions", request, {},
-                                [&](const Json&) { return ++events < 2; });
+  HttpReply reply =
+      http.Stream("/v1/completions", request, {}, [&](const Json&) { return ++events < 2; });
   EXPECT_EQ(reply.status, 200);
   EXPECT_FALSE(reply.done);
   ASSERT_TRUE((*server)->WaitForLog("\"code\":\"CANCELLED\"", absl::Seconds(60)));
@@ -308,8 +356,9 @@ TEST(HttpLifecycleTest, AClientThatHangsUpMidStreamCancelsItsTurn) {
   }
   auto metrics = ScrapeMetrics((*server)->metrics_port());
   ASSERT_TRUE(metrics.ok());
-  EXPECT_EQ(MetricValue(*metrics, "linserve_requests_total{code=\"CANCELLED\",method=\"Completions\","
-                                  "protocol=\"http\"}"),
+  EXPECT_EQ(MetricValue(*metrics,
+                        "linserve_requests_total{code=\"CANCELLED\",method=\"Completions\","
+                        "protocol=\"http\"}"),
             1);
 }
 
