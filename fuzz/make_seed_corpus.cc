@@ -252,6 +252,28 @@ void StateFileSeeds(const fs::path& dir, LanguageModel& model, std::string* payl
 }
 
 }  // namespace
+// fuzz_openai_request: a first byte choosing endpoint, template and the
+// x-session-id header, then a request body (or a chat_template.json).
+void OpenAiRequestSeeds(const fs::path& dir) {
+  Write(dir, "completion",
+        std::string("\x00", 1) +
+            R"({"prompt":"ROMEO:","max_tokens":16,"temperature":0.8,"top_p":0.9,"top_k":-1,)"
+            R"("seed":7,"stop":["\n\n"],"logprobs":2,"stream":true,)"
+            R"("stream_options":{"include_usage":true},"session":"new","cache_salt":"s",)"
+            R"("user":"u","extra":1})");
+  Write(dir, "chat",
+        "\x03" R"({"messages":[{"role":"system","content":"Be brief."},)"
+        R"({"role":"user","content":[{"type":"text","text":"Hi"}]},)"
+        R"({"role":"assistant","content":" Hello."}],"logprobs":true,"top_logprobs":2,)"
+        R"("max_completion_tokens":9,"n":1,"tools":[],"response_format":{"type":"text"}})");
+  Write(dir, "token_ids",
+        "\x04" R"({"prompt":[82,79,77],"presence_penalty":0.5,"frequency_penalty":0.5,)"
+        R"("repetition_penalty":1.1,"min_p":0.05,"ignore_eos":true})");
+  Write(dir, "template",
+        "\x01" R"({"roles":{"system":{"prefix":"S: "},"user":{"prefix":"Q: ","suffix":"\n"},)"
+        R"("assistant":{"prefix":"A:","suffix":"\n"}},"stop":["\n"]})");
+}
+
 }  // namespace linserve
 
 int main(int argc, char** argv) {
@@ -267,5 +289,6 @@ int main(int argc, char** argv) {
   linserve::PthSeeds(root / "fuzz_pth");
   linserve::RequestSeeds(root / "fuzz_request_validation");
   linserve::Utf8Seeds(root / "fuzz_utf8");
+  linserve::OpenAiRequestSeeds(root / "fuzz_openai_request");
   return 0;
 }
