@@ -8,13 +8,13 @@
 // input also goes through ChatTemplate::Parse, as a model directory's
 // chat_template.json would.
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-
-#include <google/protobuf/stubs/logging.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "server/chat_template.h"
 #include "server/http_errors.h"
@@ -44,14 +44,17 @@ void CheckRefusal(linserve::OpenAiEndpoint endpoint, const absl::Status& status)
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);  // as fuzz_request_validation
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  google::protobuf::SetLogHandler(nullptr);
   if (size == 0) return 0;
   const auto endpoint = (data[0] & 1) != 0 ? linserve::OpenAiEndpoint::kChatCompletions
                                            : linserve::OpenAiEndpoint::kCompletions;
-  const linserve::ChatTemplate chat_template = (data[0] & 2) != 0
-                                                   ? linserve::ChatTemplate::RwkvWorld()
-                                                   : linserve::ChatTemplate::Plain();
+  const linserve::ChatTemplate chat_template =
+      (data[0] & 2) != 0 ? linserve::ChatTemplate::RwkvWorld() : linserve::ChatTemplate::Plain();
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::string header_session = (data[0] & 4) != 0 ? std::string(32, 'a') : "";
 
@@ -84,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(call->prompt_tokens.size() <= static_cast<size_t>(limits.max_prompt_bytes),
           "accepted more prompt tokens than the limit");
   for (int64_t id : call->prompt_tokens) {
-    Require(id >= 0 && id < limits.sampling.vocab_size, "accepted a token id outside the vocabulary");
+    Require(id >= 0 && id < limits.sampling.vocab_size,
+            "accepted a token id outside the vocabulary");
   }
   Require(call->sampling.max_new_tokens >= 1 &&
               call->sampling.max_new_tokens <= limits.sampling.max_new_tokens_cap,

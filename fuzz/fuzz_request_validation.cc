@@ -30,7 +30,14 @@ void Require(bool condition, const char* what) {
 void CheckAccepted(const linserve::GenerateCall& call, const linserve::RequestLimits& limits) {
   Require(call.prompt.size() <= static_cast<size_t>(limits.max_prompt_bytes),
           "accepted a prompt over the limit");
-  Require(!call.prompt.empty() || !call.session_id.empty(), "accepted an empty stateless prompt");
+  Require(!call.prompt.empty() || !call.prompt_tokens.empty() || !call.session_id.empty(),
+          "accepted an empty stateless prompt");
+  Require(call.prompt.empty() || call.prompt_tokens.empty(), "accepted both prompt and prompt_tokens");
+  Require(call.prompt_tokens.size() <= static_cast<size_t>(limits.max_prompt_bytes),
+          "accepted more prompt tokens than the limit");
+  for (int64_t id : call.prompt_tokens) {
+    Require(id >= 0 && id < limits.sampling.vocab_size, "accepted a token id outside the vocabulary");
+  }
   Require(linserve::ValidateUtf8("prompt", call.prompt).ok(), "accepted a prompt that is not UTF-8");
   Require(call.session_id.empty() || linserve::ValidateSessionId("id", call.session_id).ok(),
           "accepted a malformed session id");
@@ -46,6 +53,7 @@ void CheckAccepted(const linserve::GenerateCall& call, const linserve::RequestLi
               std::min(call.prompt.size(), logits.size() * sizeof(float)));
   std::vector<int64_t> history;
   for (unsigned char c : call.prompt) history.push_back(c);
+  history.insert(history.end(), call.prompt_tokens.begin(), call.prompt_tokens.end());
 
   linserve::Sampler sampler(call.sampling);
   for (int draw = 0; draw < 3; ++draw) {
