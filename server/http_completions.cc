@@ -145,6 +145,7 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   absl::StatusOr<GenerateCall> call =
       ValidateGenerateRequest(generate, handlers_->service_->options().limits);
   if (!call.ok()) return field_error(call.status());
+  call->protocol = Protocol::kHttp;
   for (const std::string& stop : request_.template_stop) {
     std::vector<std::string>& stops = call->sampling.stop;
     if (std::find(stops.begin(), stops.end(), stop) == stops.end()) stops.push_back(stop);

@@ -40,15 +40,24 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto histogram = [&r](const char* name, const char* help, Histogram::BucketBoundaries buckets) {
     return &BuildHistogram().Name(name).Help(help).Register(r).Add({}, std::move(buckets));
   };
-  ttft_ = histogram("linserve_time_to_first_token_seconds",
-                    "Generate: from arrival to the first sampled token", LatencyBuckets());
-  tpot_ = histogram("linserve_time_per_output_token_seconds",
-                    "Generate: mean time between sampled tokens after the first",
-                    LatencyBuckets());
-  e2e_ = histogram("linserve_request_duration_seconds",
-                   "Generate: from arrival to the last message", LatencyBuckets());
-  queue_time_ = histogram("linserve_queue_time_seconds",
-                          "Generate: from arrival to admission into the batch", LatencyBuckets());
+  // One series per protocol, both made now so that dashboards see zeros.
+  auto per_protocol = [&r](const char* name, const char* help) {
+    prometheus::Family<Histogram>& family = BuildHistogram().Name(name).Help(help).Register(r);
+    PerProtocol out;
+    for (Protocol p : {Protocol::kGrpc, Protocol::kHttp}) {
+      out[Index(p)] = &family.Add({{"protocol", ProtocolName(p)}}, LatencyBuckets());
+    }
+    return out;
+  };
+  ttft_ = per_protocol("linserve_time_to_first_token_seconds",
+                       "Generate or a completion: from arrival to the first sampled token");
+  tpot_ = per_protocol("linserve_time_per_output_token_seconds",
+                       "Generate or a completion: mean time between sampled tokens after "
+                       "the first");
+  e2e_ = per_protocol("linserve_request_duration_seconds",
+                      "Generate or a completion: from arrival to the last message");
+  queue_time_ = per_protocol("linserve_queue_time_seconds",
+                             "Generate or a completion: from arrival to admission into the batch");
   batch_size_ = histogram("linserve_batch_size", "Sessions in each batched decode step",
                           BatchBuckets());
   save_ = histogram("linserve_session_save_seconds",

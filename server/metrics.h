@@ -6,6 +6,7 @@
 // status code, reason, place), never a session or tenant id. Every method is
 // thread-safe (prometheus-cpp's metrics are).
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include "server/protocol.h"
 
 namespace linserve {
 
@@ -26,8 +29,8 @@ class Metrics {
   // One finished request: `method` is the RPC name (gRPC) or the endpoint's
   // ("Completions", "ChatCompletions", "Models", ...: HTTP), `code` the
   // canonical status name (gRPC's; an HTTP status maps to one), `protocol`
-  // "grpc" or "http". The token-level histograms below are the scheduler's
-  // and count both protocols.
+  // "grpc" or "http". The latency histograms carry `protocol` too; token
+  // counters and the engine's gauges and histograms count both.
   void CountRequest(const std::string& method, const std::string& code,
                     const std::string& protocol);
   // A request refused before any work (or, for "store_full", a save the
@@ -36,10 +39,11 @@ class Metrics {
   // "draining".
   void CountRejection(const std::string& reason);
 
-  prometheus::Histogram& time_to_first_token_seconds() { return *ttft_; }
-  prometheus::Histogram& time_per_output_token_seconds() { return *tpot_; }
-  prometheus::Histogram& request_duration_seconds() { return *e2e_; }
-  prometheus::Histogram& queue_time_seconds() { return *queue_time_; }
+  // A request's latencies, by the protocol it came by (label `protocol`).
+  prometheus::Histogram& time_to_first_token_seconds(Protocol p) { return *ttft_[Index(p)]; }
+  prometheus::Histogram& time_per_output_token_seconds(Protocol p) { return *tpot_[Index(p)]; }
+  prometheus::Histogram& request_duration_seconds(Protocol p) { return *e2e_[Index(p)]; }
+  prometheus::Histogram& queue_time_seconds(Protocol p) { return *queue_time_[Index(p)]; }
   prometheus::Histogram& batch_size() { return *batch_size_; }
   prometheus::Histogram& session_save_seconds() { return *save_; }
   prometheus::Histogram& session_restore_seconds() { return *restore_; }
@@ -72,10 +76,13 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* rejections_;
-  prometheus::Histogram* ttft_;
-  prometheus::Histogram* tpot_;
-  prometheus::Histogram* e2e_;
-  prometheus::Histogram* queue_time_;
+  using PerProtocol = std::array<prometheus::Histogram*, kProtocols>;
+  static int Index(Protocol p) { return static_cast<int>(p); }
+
+  PerProtocol ttft_;
+  PerProtocol tpot_;
+  PerProtocol e2e_;
+  PerProtocol queue_time_;
   prometheus::Histogram* batch_size_;
   prometheus::Histogram* save_;
   prometheus::Histogram* restore_;

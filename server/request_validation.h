@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/sampler.h"
 #include "linserve/v1/linserve.pb.h"
+#include "server/protocol.h"
 
 namespace linserve {
 
@@ -34,6 +35,7 @@ struct GenerateCall {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
+  Protocol protocol = Protocol::kGrpc;  // the transport, for the metrics' label
 };
 
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,

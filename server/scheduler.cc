@@ -325,7 +325,8 @@ void Scheduler::Impl::Admit() {
       metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
     }
     turn->admitted = absl::Now();
-    metrics_->queue_time_seconds().Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
+    metrics_->queue_time_seconds(turn->call.protocol)
+        .Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
     active_.push_back(std::move(turn));
     Turn& admitted = *active_.back();
     if (admitted.cancelled()) {

@@ -203,7 +203,7 @@ void TurnRunner::Emit(Turn& turn, const float* logits) {
   const absl::Time now = absl::Now();
   if (turn.first_token == absl::InfinitePast()) {
     turn.first_token = now;
-    metrics_->time_to_first_token_seconds().Observe(Seconds(now - turn.arrived));
+    metrics_->time_to_first_token_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
   }
   turn.last_token = now;
   metrics_->generated_tokens_total().Increment();
@@ -265,9 +265,9 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   summary.prefill_ms = Millis((sampled ? turn.first_token : now) - turn.admitted);
   summary.decode_ms = sampled ? Millis(turn.last_token - turn.first_token) : 0;
   summary.seed = turn.seed;
-  metrics_->request_duration_seconds().Observe(Seconds(now - turn.arrived));
+  metrics_->request_duration_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
   if (summary.generated_tokens > 1) {
-    metrics_->time_per_output_token_seconds().Observe(
+    metrics_->time_per_output_token_seconds(turn.call.protocol).Observe(
         Seconds(turn.last_token - turn.first_token) / (summary.generated_tokens - 1));
   }
 

@@ -307,6 +307,12 @@ TEST_F(HttpApiTest, ModelsTokenizeDetokenizeAndHealth) {
   EXPECT_GE(MetricValue(*metrics,
                         "linserve_requests_total{code=\"OK\",method=\"Models\",protocol=\"http\"}"),
             1);
+  // A completion is timed under its protocol.
+  ASSERT_EQ(http.Post("/v1/completions", Completion("KING:", 1, 2)).status, 200);
+  metrics = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GE(MetricValue(*metrics, "linserve_time_to_first_token_seconds_count{protocol=\"http\"}"),
+            1);
 }
 
 // Streams to 64 clients at once: every connection gets a thread of the

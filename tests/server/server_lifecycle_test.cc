@@ -177,10 +177,10 @@ TEST(LifecycleTest, OverloadAdmitsExactlyTheCapacityAndRefusesTheRestAtOnce) {
   EXPECT_EQ(value("linserve_generated_tokens_total"), 4 * kTokens + 10);
   // "load" four times, "later" (the model takes no BOS).
   EXPECT_EQ(value("linserve_prompt_tokens_total"), 4 * 4 + 5);
-  EXPECT_EQ(value("linserve_time_to_first_token_seconds_count"), 5);
-  EXPECT_EQ(value("linserve_time_per_output_token_seconds_count"), 5);
-  EXPECT_EQ(value("linserve_request_duration_seconds_count"), 5);
-  EXPECT_EQ(value("linserve_queue_time_seconds_count"), 5);
+  EXPECT_EQ(value("linserve_time_to_first_token_seconds_count{protocol=\"grpc\"}"), 5);
+  EXPECT_EQ(value("linserve_time_per_output_token_seconds_count{protocol=\"grpc\"}"), 5);
+  EXPECT_EQ(value("linserve_request_duration_seconds_count{protocol=\"grpc\"}"), 5);
+  EXPECT_EQ(value("linserve_queue_time_seconds_count{protocol=\"grpc\"}"), 5);
   EXPECT_GT(value("linserve_batch_size_count"), 0);
   EXPECT_EQ(value("linserve_active_requests"), 0);
   EXPECT_EQ(value("linserve_queue_depth"), 0);
