@@ -16,6 +16,7 @@
 #include "engine/safetensors.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -124,6 +125,31 @@ TEST_F(Rwkv7ServerTest, ThreeTurnsEqualOnePrompt) {
   ASSERT_EQ(whole.size(), p1.size() + p2.size() + p3.size() + 2 * kTurnTokens)
       << "a turn's text is not one byte a token: " << whole;
   EXPECT_EQ(Turn(*stub, "", whole), t3);
+}
+
+// An RWKV-7 directory without chat_template.json gets RWKV's World/G1 chat
+// format: a chat is the completion of its rendered text, ended at the blank
+// line that ends an assistant turn.
+TEST_F(Rwkv7ServerTest, ChatOverHttpUsesTheRwkvFormat) {
+  HttpTestClient http(server_->http_port());
+  const nlohmann::json messages = {{{"role", "system"}, {"content", "Be brief."}},
+                                   {{"role", "user"}, {"content", "Hi"}}};
+  const std::string rendered = "System: Be brief.\n\nUser: Hi\n\nAssistant:";
+  HttpReply tokens = http.Post("/tokenize", nlohmann::json{{"messages", messages}});
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  const std::vector<int> bytes(rendered.begin(), rendered.end());  // the byte tokenizer, no BOS
+  EXPECT_EQ(tokens.json["tokens"], nlohmann::json(bytes));
+  HttpReply chat = http.Post(
+      "/v1/chat/completions", nlohmann::json{{"messages", messages}, {"max_tokens", 40}, {"seed", 5}});
+  HttpReply completion = http.Post(
+      "/v1/completions",
+      nlohmann::json{{"prompt", rendered}, {"max_tokens", 40}, {"seed", 5}, {"stop", "\n\n"}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(chat.json["choices"][0]["message"]["content"], completion.json["choices"][0]["text"]);
+  EXPECT_EQ(chat.json["choices"][0]["finish_reason"],
+            completion.json["choices"][0]["finish_reason"]);
+  EXPECT_TRUE(server_->WaitForLog("\"source\":\"rwkv_world\"", absl::Seconds(1)));
 }
 
 TEST_F(Rwkv7ServerTest, ForkContinuesAsTheSource) {
