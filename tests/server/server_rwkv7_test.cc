@@ -139,8 +139,8 @@ TEST_F(Rwkv7ServerTest, ChatOverHttpUsesTheRwkvFormat) {
   ASSERT_EQ(tokens.status, 200) << tokens.body;
   const std::vector<int> bytes(rendered.begin(), rendered.end());  // the byte tokenizer, no BOS
   EXPECT_EQ(tokens.json["tokens"], nlohmann::json(bytes));
-  HttpReply chat = http.Post(
-      "/v1/chat/completions", nlohmann::json{{"messages", messages}, {"max_tokens", 40}, {"seed", 5}});
+  const nlohmann::json chat_request = {{"messages", messages}, {"max_tokens", 40}, {"seed", 5}};
+  HttpReply chat = http.Post("/v1/chat/completions", chat_request);
   HttpReply completion = http.Post(
       "/v1/completions",
       nlohmann::json{{"prompt", rendered}, {"max_tokens", 40}, {"seed", 5}, {"stop", "\n\n"}});
