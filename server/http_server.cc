@@ -3,10 +3,13 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/http_handlers.h"
 
 namespace linserve {
@@ -79,7 +82,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
   }
   if (auto* plain = dynamic_cast<WideBacklog<httplib::Server>*>(&server)) plain->Widen();
   if (auto* tls = dynamic_cast<WideBacklog<httplib::SSLServer>*>(&server)) tls->Widen();
-  http->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  http->thread_ = std::thread([&server, ended] {
+    server.listen_after_bind();
+    *ended = true;
+  });
+  // stop() does nothing to a server whose loop has not started yet, and the
+  // loop would then never end: return only once it runs (a server whose
+  // model then fails to load is destroyed within milliseconds).
+  while (!server.is_running() && !*ended) absl::SleepFor(absl::Milliseconds(1));
   return http;
 }
 
