@@ -35,6 +35,7 @@ Rwkv7 RandomModule(const Rwkv7Config& config, c10::ScalarType dtype,
   for (const auto& item : module->named_parameters()) parameters[item.key()] = item.value();
   FillRandomRwkv7Weights(config, options.seed, parameters);
   module->to(torch::Device(options.device));
+  module->PackForCpu();  // as Rwkv7Model::Build does
   return module;
 }
 

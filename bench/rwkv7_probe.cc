@@ -79,6 +79,7 @@ int Run() {
     options.chunk_size = absl::GetFlag(FLAGS_chunk);
     Rwkv7 module(config, options);
     module->LoadWeights(weights);
+    module->PackForCpu();
     for (int64_t B : IntList(absl::GetFlag(FLAGS_batches))) {
       State state = module->NewState(B);
       const torch::Tensor tokens = torch::randint(config.vocab_size, {B}, torch::kInt64);

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu_bf16_product.h"
 #include "engine/cpu_matvec.h"
 #include "engine/rwkv7_wkv_cpu.h"
 
@@ -36,10 +37,11 @@ torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
 constexpr int64_t kMinLowRankRows = 64;
 
 // x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
-// dtype. A float32 prefill call of fewer than kMinLowRankRows rows is padded
-// with zero rows; decode (T = 1) is not, since its calls never meet a
-// prefill's.
+// dtype, or m packed (PackForCpu). A float32 prefill call of fewer than
+// kMinLowRankRows rows is padded with zero rows; decode (T = 1) is not, since
+// its calls never meet a prefill's.
 torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
+  if (IsPackedBf16(m)) return PackedBf16Product(m, x);
   const torch::Tensor in = x.to(m.scalar_type());
   const int64_t rows = in.numel() / in.size(-1);
   if (m.scalar_type() == torch::kFloat32 && m.is_cpu() && in.dim() == 3 && in.size(1) > 1 &&
@@ -140,6 +142,16 @@ torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w,
       .narrow(1, 0, T);
 }
 
+// True when the bfloat16 matrix `m`, read as (out, in) (`transposed`: as
+// (in, out)), can take PackBf16's layout on this CPU.
+bool CanPackForCpu(const torch::Tensor& m, bool transposed) {
+  if (!m.defined() || !m.is_cpu() || m.dim() != 2 || m.scalar_type() != torch::kBFloat16 ||
+      !HasCpuBf16Product()) {
+    return false;
+  }
+  return transposed ? CanPackBf16(m.size(1), m.size(0)) : CanPackBf16(m.size(0), m.size(1));
+}
+
 bool IsMatrix(const std::string& name, const torch::Tensor& p) {
   const std::string leaf = name.substr(name.rfind('.') + 1);
   if (leaf == "weight") return p.dim() == 2;
@@ -159,7 +171,13 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
   weight = register_parameter("weight", torch::zeros({out, in}, dtype), /*requires_grad=*/false);
 }
 
+void Rwkv7LinearImpl::PackForCpu() {
+  torch::NoGradGuard no_grad;
+  if (CanPackForCpu(weight, /*transposed=*/false)) weight.set_data(PackBf16(weight));
+}
+
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
+  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
   const bool cpu = weight.device().is_cpu();
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
@@ -224,6 +242,17 @@ Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::S
       "ln_x", torch::nn::GroupNorm(torch::nn::GroupNormOptions(c.n_heads, C).eps(kGroupNormEps)));
 }
 
+void Rwkv7TimeMixImpl::PackForCpu() {
+  torch::NoGradGuard no_grad;
+  for (Rwkv7LinearImpl* linear : {receptance.get(), key.get(), value.get(), output.get()}) {
+    linear->PackForCpu();
+  }
+  // Used as x m: packed from m^T.
+  for (torch::Tensor* m : {&w1, &w2, &a1, &a2, &v1, &v2, &g1, &g2}) {
+    if (CanPackForCpu(*m, /*transposed=*/true)) m->set_data(PackBf16(m->t()));
+  }
+}
+
 torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& x, torch::Tensor& v_first,
                                         torch::Tensor& shift, torch::Tensor& wkv, int64_t chunk) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_heads_, N = head_size_;
@@ -278,6 +307,11 @@ torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& x, torch::Tensor
   return value(torch::relu(key(xk)).square());
 }
 
+void Rwkv7ChannelMixImpl::PackForCpu() {
+  key->PackForCpu();
+  value->PackForCpu();
+}
+
 Rwkv7BlockImpl::Rwkv7BlockImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype) {
   auto norm = [&] {
     return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}).eps(kNormEps));
@@ -325,6 +359,15 @@ void Rwkv7Impl::LoadWeights(const TensorMap& weights) {
                 "Rwkv7: '", item.key(), "' should be float32");
     item.value().copy_(it->second);
   }
+}
+
+void Rwkv7Impl::PackForCpu() {
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    Rwkv7BlockImpl& block = blocks->at<Rwkv7BlockImpl>(i);
+    block.att->PackForCpu();
+    block.ffn->PackForCpu();
+  }
+  head->PackForCpu();
 }
 
 State Rwkv7Impl::NewState(int64_t batch) const {

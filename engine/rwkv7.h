@@ -51,8 +51,10 @@ class Rwkv7LinearImpl : public torch::nn::Module {
  public:
   Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype);
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
+  // See Rwkv7Impl::PackForCpu.
+  void PackForCpu();
 
-  torch::Tensor weight;  // (out, in)
+  torch::Tensor weight;  // (out, in), or packed (engine/cpu_bf16_product.h)
 };
 TORCH_MODULE(Rwkv7Linear);
 
@@ -67,6 +69,8 @@ class Rwkv7TimeMixImpl : public torch::nn::Module {
   // step, token by token; otherwise the chunked form with chunks of `chunk`.
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor& v_first, torch::Tensor& shift,
                         torch::Tensor& wkv, int64_t chunk);
+  // See Rwkv7Impl::PackForCpu.
+  void PackForCpu();
 
   torch::Tensor x_r, x_w, x_k, x_v, x_a, x_g;  // (C) token-shift mixes
   Rwkv7Linear receptance{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  // (C, C)
@@ -92,6 +96,8 @@ class Rwkv7ChannelMixImpl : public torch::nn::Module {
   Rwkv7ChannelMixImpl(const Rwkv7Config& config, torch::ScalarType dtype);
   // x (B, T, C), LayerNorm'd; `shift` (B, C) is replaced.
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor& shift);
+  // See Rwkv7Impl::PackForCpu.
+  void PackForCpu();
 
   torch::Tensor x_k;                          // (C) token-shift mix
   Rwkv7Linear key{nullptr}, value{nullptr};   // (F, C), (C, F)
@@ -122,6 +128,13 @@ class Rwkv7Impl : public torch::nn::Module {
   // Copies canonical weights (any float dtype) in, converting each to its
   // parameter's dtype. Throws c10::Error on a missing name or wrong shape.
   void LoadWeights(const TensorMap& weights);
+
+  // On a CPU with AVX-512 BF16, lays every bfloat16 weight matrix but the
+  // embedding out for engine/cpu_bf16_product.h (in place: the same memory),
+  // whose products then replace oneDNN's; otherwise does nothing. Call it
+  // once, after LoadWeights and on the device the module will stay on: a
+  // packed module can neither load weights nor move.
+  void PackForCpu();
 
   // Fresh states (zeros) for `batch` sessions on the model's device.
   State NewState(int64_t batch = 1) const;

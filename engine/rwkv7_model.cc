@@ -214,6 +214,7 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Build(const Rwkv7Checkpo
     Rwkv7 module(checkpoint.config, module_options);
     module->LoadWeights(checkpoint.weights);
     module->to(options.device);
+    module->PackForCpu();
     std::string fingerprint = Rwkv7Fingerprint(checkpoint.config, checkpoint.weights);
     return std::unique_ptr<Rwkv7Model>(new Rwkv7Model(checkpoint.config, std::move(module),
                                                       std::move(tokenizer),

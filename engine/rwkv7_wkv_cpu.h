@@ -3,7 +3,9 @@
 
 // RWKV-7's recurrent WKV step as a plain loop, for float32 tensors on the
 // CPU. Each session's and head's S (N x N floats, 16 KiB at N = 64) is read
-// once and written once, both matrix-vector products done in the same pass;
+// once and written once, in place, both matrix-vector products done in the
+// same pass (a new tensor each step also cost the page faults of 75 MB at
+// batch 32);
 // the whole-tensor form in engine/rwkv7.cc passes over the batch's state
 // about a dozen times, which at batch 32 of the 0.1B shape (75 MB of state,
 // out of cache behind the weights) took about a third of a decode step
@@ -15,7 +17,7 @@ namespace linserve {
 
 // Inputs (B, H, N) float32 on the CPU: receptance r, decay w, key k, value v,
 // removal key kk, in-context rate a. S (B, H, N, N), rows indexed by value,
-// columns by key, is replaced (never written in place) by
+// columns by key, is updated in place (made contiguous first if it is not) to
 //   S diag(w) - (S kk)(kk a)^T + v k^T      (every S on the right the old one)
 // and y = S r, with the new S, is returned, (B, H, N).
 torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,

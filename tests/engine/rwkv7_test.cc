@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cpu_bf16_product.h"
 #include "engine/rwkv7.h"
 #include "engine/rwkv7_config.h"
 #include "engine/rwkv7_reference.h"
@@ -58,13 +59,16 @@ torch::Tensor ExpectedFixtureLogits() {
 // Tests feed tokens through small chunks so that 3L+5 tokens cross several.
 constexpr int64_t kTestChunk = 8;
 
+// Packed for the CPU's bfloat16 product where it can be, as Rwkv7Model does
+// (`pack` false: the path of a GPU or of a CPU without AVX-512 BF16).
 Rwkv7 MakeModule(const Rwkv7Checkpoint& checkpoint, torch::ScalarType dtype,
-                 int64_t chunk = kTestChunk) {
+                 int64_t chunk = kTestChunk, bool pack = true) {
   Rwkv7Options options;
   options.dtype = dtype;
   options.chunk_size = chunk;
   Rwkv7 module(checkpoint.config, options);
   module->LoadWeights(checkpoint.weights);
+  if (pack) module->PackForCpu();
   return module;
 }
 
@@ -351,17 +355,22 @@ TEST_F(Rwkv7FixtureTest, MatchesInABatchBesideOtherSessions) {
 // bfloat16 weights and products, float32 state. bfloat16 keeps 8 significant
 // bits, so every input of a product is rounded by up to 2^-9 relative; over
 // 12 layers that leaves about 1e-2 on these logits (largest about 2.6;
-// measured 1e-2 recurrent, 7e-3 chunked). 5e-2 allows five times that, and
-// is still far below what a wrong formula gives (order one); the argmax
-// must not move.
+// measured 1e-2 recurrent, 7e-3 chunked with oneDNN's products). 5e-2 allows
+// five times that, and is still far below what a wrong formula gives (order
+// one); the argmax must not move. Both product paths: the packed one (the
+// fixture's every matrix packs) and oneDNN's.
 TEST_F(Rwkv7FixtureTest, Bfloat16IsClose) {
-  Rwkv7 module = MakeModule(checkpoint_, torch::kBFloat16);
-  State step = module->NewState(), chunked = module->NewState();
-  const torch::Tensor a = StepAll(module, step, in_);
-  const torch::Tensor b = Prefill(module, chunked, in_);
-  for (const torch::Tensor& logits : {a, b}) {
-    EXPECT_LT(MaxAbsDiff(logits, expected_), 5e-2);
-    EXPECT_EQ(logits.argmax().item<int64_t>(), expected_.argmax().item<int64_t>());
+  for (bool pack : {true, false}) {
+    Rwkv7 module = MakeModule(checkpoint_, torch::kBFloat16, kTestChunk, pack);
+    EXPECT_EQ(IsPackedBf16(module->head->weight), pack && HasCpuBf16Product());
+    State step = module->NewState(), chunked = module->NewState();
+    const torch::Tensor a = StepAll(module, step, in_);
+    const torch::Tensor b = Prefill(module, chunked, in_);
+    for (const torch::Tensor& logits : {a, b}) {
+      EXPECT_LT(MaxAbsDiff(logits, expected_), 5e-2) << "packed " << pack;
+      EXPECT_EQ(logits.argmax().item<int64_t>(), expected_.argmax().item<int64_t>())
+          << "packed " << pack;
+    }
   }
 }
 

@@ -1,0 +1,153 @@
+#include "engine/cpu_bf16_product.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+namespace linserve {
+namespace {
+
+constexpr int64_t kBlock = 16;     // outputs per 64-byte line of the layout
+constexpr int kBlocksPerTile = 4;  // a tile's outputs: 4 x 16
+constexpr int kRowsPerTile = 4;
+
+// Multiply-adds per task of the parallel loop: about 10 us of work, so that
+// a task's start costs nothing beside it.
+constexpr int64_t kMultiplyAddsPerTask = int64_t{1} << 20;
+
+// RT rows x NB blocks of 16 outputs. `w` is the first block's start in the
+// packed matrix (blocks `block_stride` values apart), `x` the first row's
+// input pairs (rows `x_stride` pairs apart), `y` the first row's first output
+// (rows `y_stride` apart). Compiled for AVX-512 BF16 alone, and only called
+// after HasCpuBf16Product checked the CPU; the loops are unrolled so that the
+// sums stay in registers. The next tile's weights are fetched into L2 on the
+// way: a weight read from memory (the 0.1B head, 100 MB) otherwise ran at
+// 188 against 210 GFLOP/s with 32 rows.
+template <int RT, int NB>
+__attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64_t block_stride,
+                                                        int64_t pairs, const uint32_t* x,
+                                                        int64_t x_stride, float* y,
+                                                        int64_t y_stride) {
+  __m512 sum[RT][NB];
+#pragma GCC unroll 4
+  for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) sum[r][b] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    __m512bh weights[NB];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      weights[b] = (__m512bh)_mm512_loadu_si512(w + b * block_stride + i * 2 * kBlock);
+      // Past the last tile this names memory beyond the matrix: a prefetch
+      // never faults, and the address is formed as an integer.
+      _mm_prefetch(reinterpret_cast<const char*>(
+                       reinterpret_cast<uintptr_t>(w) +
+                       sizeof(uint16_t) * ((NB + b) * block_stride + i * 2 * kBlock)),
+                   _MM_HINT_T1);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RT; ++r) {
+      const __m512bh inputs = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[r * x_stride + i]));
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) sum[r][b] = _mm512_dpbf16_ps(sum[r][b], weights[b], inputs);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < RT; ++r) {
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(y + r * y_stride + b * kBlock, sum[r][b]);
+  }
+}
+
+using TileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, float*,
+                        int64_t);
+
+template <int RT>
+TileFn TileOfBlocks(int blocks) {
+  switch (blocks) {
+    case 1: return &Tile<RT, 1>;
+    case 2: return &Tile<RT, 2>;
+    case 3: return &Tile<RT, 3>;
+    default: return &Tile<RT, 4>;
+  }
+}
+
+TileFn TileOf(int rows, int blocks) {
+  switch (rows) {
+    case 1: return TileOfBlocks<1>(blocks);
+    case 2: return TileOfBlocks<2>(blocks);
+    case 3: return TileOfBlocks<3>(blocks);
+    default: return TileOfBlocks<4>(blocks);
+  }
+}
+
+}  // namespace
+
+bool HasCpuBf16Product() {
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return supported;
+}
+
+bool CanPackBf16(int64_t out, int64_t in) {
+  return out > 0 && in > 0 && out % kBlock == 0 && in % 2 == 0;
+}
+
+torch::Tensor PackBf16(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kBFloat16 &&
+                  CanPackBf16(weight.size(0), weight.size(1)),
+              "PackBf16: a bfloat16 (out, in) matrix with out % 16 == 0 and in % 2 == 0, got ",
+              weight.sizes(), " ", weight.scalar_type());
+  const int64_t out = weight.size(0), in = weight.size(1);
+  return weight.contiguous()
+      .view({out / kBlock, kBlock, in / 2, 2})
+      .permute({0, 2, 1, 3})
+      .contiguous();
+}
+
+bool IsPackedBf16(const torch::Tensor& t) {
+  return t.dim() == 4 && t.size(2) == kBlock && t.size(3) == 2 &&
+         t.scalar_type() == torch::kBFloat16;
+}
+
+torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor& x) {
+  TORCH_CHECK(IsPackedBf16(packed) && packed.is_cpu() && packed.is_contiguous() &&
+                  HasCpuBf16Product(),
+              "PackedBf16Product: a packed CPU matrix on a CPU with AVX-512 BF16");
+  const int64_t blocks = packed.size(0), pairs = packed.size(1);
+  const int64_t out = blocks * kBlock, in = pairs * 2;
+  TORCH_CHECK(x.size(-1) == in, "PackedBf16Product: x ", x.sizes(), " for ", in, " inputs");
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  const int64_t rows = x.numel() / in;
+  const torch::Tensor inputs = x.reshape({rows, in}).to(torch::kBFloat16).contiguous();
+  torch::Tensor y = torch::empty({rows, out}, torch::kFloat32);
+  if (rows == 0) return y.view(shape);
+  const auto* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
+  const auto* x_pairs = reinterpret_cast<const uint32_t*>(inputs.data_ptr<at::BFloat16>());
+  float* y_p = y.data_ptr<float>();
+  const int64_t block_stride = pairs * 2 * kBlock;
+  const int64_t tiles = (blocks + kBlocksPerTile - 1) / kBlocksPerTile;  // of 64 outputs
+  const int64_t grain =
+      std::max<int64_t>(1, kMultiplyAddsPerTask / (rows * kBlocksPerTile * kBlock * in));
+  at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t * kBlocksPerTile;
+      const int nb = static_cast<int>(std::min<int64_t>(kBlocksPerTile, blocks - first));
+      for (int64_t r = 0; r < rows; r += kRowsPerTile) {
+        const int rt = static_cast<int>(std::min<int64_t>(kRowsPerTile, rows - r));
+        TileOf(rt, nb)(w + first * block_stride, block_stride, pairs, x_pairs + r * pairs, pairs,
+                       y_p + r * out + first * kBlock, out);
+      }
+    }
+  });
+  return y.view(shape);
+}
+
+}  // namespace linserve

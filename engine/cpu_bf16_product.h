@@ -1,0 +1,52 @@
+#ifndef LINSERVE_ENGINE_CPU_BF16_PRODUCT_H_
+#define LINSERVE_ENGINE_CPU_BF16_PRODUCT_H_
+
+// bfloat16 matrix products on the CPU with AVX-512 BF16 (vdpbf16ps), from a
+// weight laid out once at load for that instruction, for any number of rows.
+//
+// Why not oneDNN, which torch::linear calls for bfloat16: it lays the weight
+// out again for its kernel on every call, and its one-row product reads
+// memory at a third of the machine's rate. Side by side on the 0.1B RWKV-7
+// shape's weights (one thread, bench/RESULTS.md), this loop ran 32 rows at
+// 185 to 228 GFLOP/s against oneDNN's 128 to 189, one row at about 2.3 times
+// oneDNN's rate, and 128 rows at 165 to 228 against 151 to 212.
+//
+// The layout, "packed": an (out, in) matrix becomes (out/16, in/2, 16, 2),
+// so that 16 outputs' weights for two neighbouring inputs are one 64-byte
+// line: one vdpbf16ps multiplies them by those two inputs of one row and adds
+// into 16 float32 sums. A task holds 4 rows x 64 outputs in 16 registers.
+//
+// Rounding: the inputs are rounded to bfloat16 (as torch::linear does); the
+// products and sums are float32, and so is the result (torch::linear rounds
+// it to bfloat16). Each output is summed in one fixed order whatever the
+// number of rows or threads, so a row gets the same bits alone as in any
+// batch. Thread-safe.
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace linserve {
+
+// True when this CPU has the AVX-512 BF16 dot product.
+bool HasCpuBf16Product();
+
+// True when an (out, in) matrix can take the packed layout: out a multiple
+// of 16, in a multiple of 2.
+bool CanPackBf16(int64_t out, int64_t in);
+
+// (out, in) bfloat16 -> the packed layout (out/16, in/2, 16, 2), contiguous.
+// Only where CanPackBf16.
+torch::Tensor PackBf16(const torch::Tensor& weight);
+
+// True when `t` is in the packed layout (4-D, (.., .., 16, 2) bfloat16).
+bool IsPackedBf16(const torch::Tensor& t);
+
+// x (..., in) float32 times the packed matrix's transpose: (..., out)
+// float32, the x W^T of the matrix it was packed from. Only where
+// HasCpuBf16Product.
+torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor& x);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_CPU_BF16_PRODUCT_H_
