@@ -14,7 +14,7 @@
 // The layout, "packed": an (out, in) matrix becomes (out/16, in/2, 16, 2),
 // so that 16 outputs' weights for two neighbouring inputs are one 64-byte
 // line: one vdpbf16ps multiplies them by those two inputs of one row and adds
-// into 16 float32 sums. A task holds 4 rows x 64 outputs in 16 registers.
+// into 16 float32 sums. A tile of 4 rows x 80 outputs keeps its sums in 20 registers.
 //
 // Rounding: the inputs are rounded to bfloat16 (as torch::linear does); the
 // products and sums are float32, and so is the result (torch::linear rounds
@@ -42,10 +42,15 @@ torch::Tensor PackBf16(const torch::Tensor& weight);
 // True when `t` is in the packed layout (4-D, (.., .., 16, 2) bfloat16).
 bool IsPackedBf16(const torch::Tensor& t);
 
+// What is applied to each sum before it is stored (kReluSquared:
+// max(s, 0)^2, RWKV's channel-mixing activation, for free on the way out).
+enum class Bf16Epilogue { kNone, kReluSquared };
+
 // x (..., in) float32 times the packed matrix's transpose: (..., out)
-// float32, the x W^T of the matrix it was packed from. Only where
-// HasCpuBf16Product.
-torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor& x);
+// float32, the x W^T of the matrix it was packed from, through `epilogue`.
+// Only where HasCpuBf16Product.
+torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor& x,
+                                Bf16Epilogue epilogue = Bf16Epilogue::kNone);
 
 }  // namespace linserve
 

@@ -176,6 +176,11 @@ void Rwkv7LinearImpl::PackForCpu() {
   if (CanPackForCpu(weight, /*transposed=*/false)) weight.set_data(PackBf16(weight));
 }
 
+torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
+  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x, Bf16Epilogue::kReluSquared);
+  return torch::relu(forward(x)).square();
+}
+
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
   if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
   const bool cpu = weight.device().is_cpu();
@@ -284,8 +289,13 @@ torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& x, torch::Tensor& v
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, N}); };
   torch::Tensor y;                                                          // (B, T, H, N)
   if (chunk == 0) {
-    torch::Tensor out = WkvStep(r.view({B, H, N}), log_w.exp().view({B, H, N}), k.view({B, H, N}),
-                                v.view({B, H, N}), kk.view({B, H, N}), a.view({B, H, N}), wkv);
+    auto step = [&](const torch::Tensor& t) { return t.view({B, H, N}); };
+    torch::Tensor out = WkvStep(step(r), step(log_w.exp()), step(k), step(v), step(kk), step(a), wkv);
+    if (wkv.is_cpu()) {
+      return output(WkvOutputCpu(out, step(r), step(k), step(v), r_k, g.view({B, C}),
+                                 ln_x->weight, ln_x->bias, kGroupNormEps)
+                        .view({B, T, C}));
+    }
     y = out.view({B, T, H, N});
   } else {
     y = WkvChunked(heads(r), heads(log_w), heads(k), heads(v), kk, heads(a), wkv, chunk);
@@ -304,7 +314,7 @@ Rwkv7ChannelMixImpl::Rwkv7ChannelMixImpl(const Rwkv7Config& c, torch::ScalarType
 torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& x, torch::Tensor& shift) {
   const torch::Tensor xk = torch::addcmul(x, Previous(x, shift) - x, x_k);
   shift = x.select(1, x.size(1) - 1).contiguous();
-  return value(torch::relu(key(xk)).square());
+  return value(key->ReluSquared(xk));
 }
 
 void Rwkv7ChannelMixImpl::PackForCpu() {

@@ -51,6 +51,8 @@ class Rwkv7LinearImpl : public torch::nn::Module {
  public:
   Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype);
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
+  // relu(forward(x))^2, the activation fused into a packed product.
+  torch::Tensor ReluSquared(const torch::Tensor& x);
   // See Rwkv7Impl::PackForCpu.
   void PackForCpu();
 

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <initializer_list>
 
 #include <torch/torch.h>
@@ -111,6 +112,48 @@ torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const t
     }
   }
   return y;
+}
+
+torch::Tensor WkvOutputCpu(const torch::Tensor& y, const torch::Tensor& r, const torch::Tensor& k,
+                           const torch::Tensor& v, const torch::Tensor& r_k,
+                           const torch::Tensor& g, const torch::Tensor& weight,
+                           const torch::Tensor& bias, double eps) {
+  const int64_t B = y.size(0), H = y.size(1), N = y.size(2), C = H * N;
+  for (const torch::Tensor* t : std::initializer_list<const torch::Tensor*>{
+           &y, &r, &k, &v, &r_k, &g, &weight, &bias}) {
+    TORCH_CHECK(t->is_cpu() && t->scalar_type() == torch::kFloat32,
+                "WkvOutputCpu: float32 CPU tensors only");
+    TORCH_CHECK(t->numel() == B * C || t->numel() == C, "WkvOutputCpu: a tensor of shape ",
+                t->sizes(), " for ", B, " x ", C);
+  }
+  const torch::Tensor y_c = y.contiguous(), r_c = r.contiguous(), k_c = k.contiguous();
+  const torch::Tensor v_c = v.contiguous(), rk_c = r_k.contiguous(), g_c = g.contiguous();
+  const torch::Tensor w_c = weight.contiguous(), b_c = bias.contiguous();
+  torch::Tensor out = torch::empty({B, C}, torch::kFloat32);
+  const float *y_p = y_c.data_ptr<float>(), *r_p = r_c.data_ptr<float>();
+  const float *k_p = k_c.data_ptr<float>(), *v_p = v_c.data_ptr<float>();
+  const float *rk_p = rk_c.data_ptr<float>(), *g_p = g_c.data_ptr<float>();
+  const float *w_p = w_c.data_ptr<float>(), *b_p = b_c.data_ptr<float>();
+  float* out_p = out.data_ptr<float>();
+  for (int64_t row = 0; row < B; ++row) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t at = row * C + h * N, channel = h * N;
+      float sum = 0, bonus = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        sum += y_p[at + n];
+        bonus += r_p[at + n] * k_p[at + n] * rk_p[channel + n];
+      }
+      const float mean = sum / N;
+      float squares = 0;
+      for (int64_t n = 0; n < N; ++n) squares += (y_p[at + n] - mean) * (y_p[at + n] - mean);
+      const float scale = 1.0f / std::sqrt(squares / N + static_cast<float>(eps));
+      for (int64_t n = 0; n < N; ++n) {
+        const float normed = (y_p[at + n] - mean) * scale * w_p[channel + n] + b_p[channel + n];
+        out_p[at + n] = (normed + bonus * v_p[at + n]) * g_p[at + n];
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace linserve

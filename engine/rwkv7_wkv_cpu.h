@@ -24,6 +24,17 @@ torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const t
                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                          torch::Tensor& S);
 
+// What time mixing makes of the step's y for one token per session, in one
+// pass instead of LibTorch's dozen operations over the batch: per head,
+// GroupNorm of y (its N values; `eps`) with `weight` and `bias`, plus the
+// current token's bonus (r . (k * r_k)) v, all times the gate g.
+// y, r, k, v (B, H, N); r_k (H, N); g (B, H*N); weight, bias (H*N); all
+// float32 on the CPU. Returns (B, H*N).
+torch::Tensor WkvOutputCpu(const torch::Tensor& y, const torch::Tensor& r, const torch::Tensor& k,
+                           const torch::Tensor& v, const torch::Tensor& r_k,
+                           const torch::Tensor& g, const torch::Tensor& weight,
+                           const torch::Tensor& bias, double eps);
+
 }  // namespace linserve
 
 #endif  // LINSERVE_ENGINE_RWKV7_WKV_CPU_H_

@@ -56,6 +56,16 @@ TEST(CpuBf16ProductTest, KeepsLeadingDimensions) {
   EXPECT_TRUE(torch::equal(got[1][2], PackedBf16Product(PackBf16(weight), x[1][2])));
 }
 
+TEST(CpuBf16ProductTest, ReluSquaredEpilogueIsTheActivationOfTheSums) {
+  if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const torch::Tensor packed = PackBf16(torch::randn({96, 40}).to(torch::kBFloat16));
+  const torch::Tensor x = torch::randn({6, 40});
+  const torch::Tensor sums = PackedBf16Product(packed, x);
+  ASSERT_TRUE((sums < 0).any().item<bool>());
+  EXPECT_TRUE(torch::equal(PackedBf16Product(packed, x, Bf16Epilogue::kReluSquared),
+                           torch::relu(sums).square()));
+}
+
 // Each output is summed in one order whatever else is computed: a row alone
 // gets the bits it gets in a batch, and threads change nothing.
 TEST(CpuBf16ProductTest, EachRowHasTheSameBitsWhateverTheOthersAndThreads) {
