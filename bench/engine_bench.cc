@@ -318,6 +318,17 @@ double BoundMs(const Rwkv7Row& row, const MemoryBandwidth& bandwidth) {
   return 1e3 * static_cast<double>(row.weight_bytes_per_token) / (bandwidth.read_gb_per_s * 1e9);
 }
 
+// The most batch 32 can gain over batch 1 on this machine: batch 1 at its
+// bound, against batch 32's products at the 32-row product rate plus its
+// state read and written once at the read bandwidth (everything else free).
+double BatchCeiling(const Rwkv7Row& row, const MemoryBandwidth& bandwidth, int64_t batch) {
+  const double products_ms =
+      1e3 * 2.0 * row.weight_values_per_token * batch / (row.product_gflops_32_rows * 1e9);
+  const double state_ms =
+      1e3 * 2.0 * row.state_bytes * batch / (bandwidth.read_gb_per_s * 1e9);
+  return batch * BoundMs(row, bandwidth) / (products_ms + state_ms);
+}
+
 void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
                 const Rwkv7BenchOptions& o) {
   absl::PrintF(
@@ -356,6 +367,8 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
   std::vector<std::string> header = {"shape", "dtype"};
   for (int64_t b : o.batches) header.push_back(absl::StrCat("batch ", b));
   header.push_back(absl::StrCat(o.batches[target], "/", o.batches.front()));
+  header.push_back("ceiling");
+  header.push_back("32-row GFLOP/s");
   for (const char* name : {"chunked", "token by token", "chunked/token by token"}) {
     header.push_back(name);
   }
@@ -364,12 +377,19 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
     std::vector<std::string> cells = {row.shape, DtypeName(row.dtype)};
     for (double rate : row.batched_tokens_per_s) cells.push_back(absl::StrFormat("%.1f", rate));
     cells.push_back(Ratio(row.batched_tokens_per_s[target], row.batched_tokens_per_s.front()));
+    cells.push_back(absl::StrFormat("%.2fx", BatchCeiling(row, bandwidth, o.batches[target])));
+    cells.push_back(absl::StrFormat("%.0f", row.product_gflops_32_rows));
     cells.push_back(absl::StrFormat("%.1f", row.chunked_tokens_per_s));
     cells.push_back(absl::StrFormat("%.1f", row.recurrent_tokens_per_s));
     cells.push_back(Ratio(row.chunked_tokens_per_s, row.recurrent_tokens_per_s));
     rates.Add(cells);
   }
   rates.Print();
+  absl::PrintF(
+      "   ceiling: the most batch %d can gain over batch 1 here: batch 1 at its bound, against "
+      "batch %d's products at the 32-row product rate (the model's own product, weight in "
+      "cache: 32-row GFLOP/s) plus its state read and written once at the read bandwidth\n",
+      o.batches[target], o.batches[target]);
   absl::PrintF("   targets: batch 32 / batch 1 >= 8x; chunked / token by token >= 5x\n\n");
 }
 
@@ -399,6 +419,8 @@ nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidt
                          {"decode_ms", row.decode_ms},
                          {"bound_ms", BoundMs(row, bandwidth)},
                          {"batched_tokens_per_s", row.batched_tokens_per_s},
+                         {"product_gflops_32_rows", row.product_gflops_32_rows},
+                         {"batch_ceiling", BatchCeiling(row, bandwidth, o.batches.back())},
                          {"chunked_tokens_per_s", row.chunked_tokens_per_s},
                          {"recurrent_tokens_per_s", row.recurrent_tokens_per_s}});
   }

@@ -130,8 +130,21 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
   for (const auto& item : module->named_parameters()) {
     const torch::Tensor& p = item.value();
     row.parameters += p.numel();
-    row.weight_bytes_per_token +=
-        (item.key() == "emb.weight" ? p.size(1) : p.numel()) * p.element_size();
+    const int64_t values = item.key() == "emb.weight" ? p.size(1) : p.numel();
+    row.weight_values_per_token += values;
+    row.weight_bytes_per_token += values * p.element_size();
+  }
+  {
+    Progress(shape, dtype, "32-row product rate");
+    Rwkv7Linear& key = module->blocks->at<Rwkv7BlockImpl>(0).ffn->key;
+    const torch::Tensor x = torch::randn({32, 1, config.d_model}, torch::TensorOptions(device));
+    key->forward(x);
+    std::vector<double> rates;
+    for (int i = 0; i < 15; ++i) {
+      rates.push_back(2.0 * 32 * config.ffn_size * config.d_model /
+                      TimeSeconds(device, [&] { key->forward(x); }) / 1e9);
+    }
+    row.product_gflops_32_rows = Median(rates);
   }
   row.state_bytes = StateBytes(module->NewState(1));
 

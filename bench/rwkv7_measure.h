@@ -58,6 +58,11 @@ struct Rwkv7Row {
   // Bytes one decode step reads from the weights at batch 1: every parameter
   // once, but only the token's row of the embedding.
   int64_t weight_bytes_per_token = 0;
+  int64_t weight_values_per_token = 0;       // the same in values: multiply-adds per token
+  // The model's own product of 32 rows (one token each) through channel
+  // mixing's key matrix, which stays in cache: the compute rate a batch-32
+  // step's products can reach at best. Median of 15.
+  double product_gflops_32_rows = 0;
   int64_t state_bytes = 0;                   // one session
   double init_seconds = 0;                   // allocating and filling the random weights
   double decode_ms = 0;                      // batch 1, median of single steps

@@ -9,7 +9,8 @@
 // memory at a third of the machine's rate. Side by side on the 0.1B RWKV-7
 // shape's weights (one thread, bench/RESULTS.md), this loop ran 32 rows at
 // 185 to 228 GFLOP/s against oneDNN's 128 to 189, one row at about 2.3 times
-// oneDNN's rate, and 128 rows at 165 to 228 against 151 to 212.
+// oneDNN's rate, and 128 rows at 165 to 228 against 151 to 212; 229 GFLOP/s
+// is about the instruction's peak on that core.
 //
 // The layout, "packed": an (out, in) matrix becomes (out/16, in/2, 16, 2),
 // so that 16 outputs' weights for two neighbouring inputs are one 64-byte
