@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -75,6 +76,18 @@ __attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64
   }
 }
 
+// n float32 values to bfloat16, rounded to nearest even as Tensor::to does
+// (the instruction treats denormal inputs, below 1.2e-38, as zero).
+__attribute__((target("avx512f,avx512bf16"))) void ToBfloat16(const float* x, int64_t n,
+                                                              uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    std::memcpy(out + i, &rounded, sizeof(rounded));
+  }
+  for (; i < n; ++i) out[i] = c10::BFloat16(x[i]).x;
+}
+
 using TileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, float*,
                         int64_t);
 
@@ -139,9 +152,15 @@ torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = out;
   const int64_t rows = x.numel() / in;
-  const torch::Tensor inputs = x.reshape({rows, in}).to(torch::kBFloat16).contiguous();
-  torch::Tensor y = torch::empty({rows, out}, torch::kFloat32);
-  if (rows == 0) return y.view(shape);
+  torch::Tensor y = torch::empty(shape, torch::kFloat32);
+  if (rows == 0) return y;
+  // As few LibTorch calls as possible: at a few rows each costs about as
+  // much as the product of a small matrix.
+  const torch::Tensor x_f = x.scalar_type() == torch::kFloat32 ? x.contiguous()
+                                                              : x.to(torch::kFloat32).contiguous();
+  torch::Tensor inputs = torch::empty({rows * in}, torch::kBFloat16);
+  ToBfloat16(x_f.data_ptr<float>(), rows * in,
+             reinterpret_cast<uint16_t*>(inputs.data_ptr<at::BFloat16>()));
   const auto* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
   const auto* x_pairs = reinterpret_cast<const uint32_t*>(inputs.data_ptr<at::BFloat16>());
   float* y_p = y.data_ptr<float>();
@@ -162,7 +181,7 @@ torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor
       }
     }
   });
-  return y.view(shape);
+  return y;
 }
 
 }  // namespace linserve

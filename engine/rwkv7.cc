@@ -290,7 +290,8 @@ torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& x, torch::Tensor& v
   torch::Tensor y;                                                          // (B, T, H, N)
   if (chunk == 0) {
     auto step = [&](const torch::Tensor& t) { return t.view({B, H, N}); };
-    torch::Tensor out = WkvStep(step(r), step(log_w.exp()), step(k), step(v), step(kk), step(a), wkv);
+    const torch::Tensor out =
+        WkvStep(step(r), step(log_w.exp()), step(k), step(v), step(kk), step(a), wkv);
     if (wkv.is_cpu()) {
       return output(WkvOutputCpu(out, step(r), step(k), step(v), r_k, g.view({B, C}),
                                  ln_x->weight, ln_x->bias, kGroupNormEps)
