@@ -337,8 +337,8 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
       "width); chunk %d\n",
       o.chunk_size);
   absl::PrintF(
-      "   memory bandwidth, one thread over %s, median of %d: read (torch::sum) %.1f GB/s, copy "
-      "%.1f GB/s (bytes read + written)\n\n",
+      "   memory bandwidth, one thread over %s (in huge pages where granted, as the weights), "
+      "median of %d: read (torch::sum) %.1f GB/s, copy %.1f GB/s (bytes read + written)\n\n",
       Bytes(bandwidth.bytes), bandwidth.repeats, bandwidth.read_gb_per_s, bandwidth.copy_gb_per_s);
   absl::PrintF(
       "   Batch-1 decode against this machine's bound (bound = weight bytes read per token, the "

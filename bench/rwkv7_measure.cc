@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/engine_measure.h"
+#include "engine/huge_page_tensor.h"
 #include "engine/rwkv7.h"
 #include "engine/state.h"
 
@@ -102,8 +103,12 @@ MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::st
   bandwidth.bytes = bytes;
   bandwidth.repeats = repeats;
   const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
-  // Filled, so that every page is mapped before the clock starts.
-  torch::Tensor buffer = torch::ones({n}, torch::TensorOptions().device(device));
+  // Filled, so that every page is mapped before the clock starts. On the
+  // CPU in the same kind of memory as the weights (Rwkv7::PackForCpu puts
+  // them in huge pages where it can), so that the bound is reachable.
+  torch::Tensor buffer =
+      device.is_cpu() ? EmptyInHugePages({n}, torch::kFloat32).fill_(1)
+                      : torch::ones({n}, torch::TensorOptions().device(device));
   torch::Tensor from = buffer.narrow(0, 0, n / 2), to = buffer.narrow(0, n / 2, n / 2);
   std::vector<double> read, copy;
   for (int r = 0; r < repeats; ++r) {

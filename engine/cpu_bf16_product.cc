@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "engine/huge_page_tensor.h"
+
 namespace linserve {
 namespace {
 
@@ -124,16 +126,23 @@ bool CanPackBf16(int64_t out, int64_t in) {
   return out > 0 && in > 0 && out % kBlock == 0 && in % 2 == 0;
 }
 
-torch::Tensor PackBf16(const torch::Tensor& weight) {
+std::vector<int64_t> PackedBf16Shape(int64_t out, int64_t in) {
+  return {out / kBlock, in / 2, kBlock, 2};
+}
+
+torch::Tensor PackBf16(const torch::Tensor& weight, torch::Tensor into) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kBFloat16 &&
                   CanPackBf16(weight.size(0), weight.size(1)),
               "PackBf16: a bfloat16 (out, in) matrix with out % 16 == 0 and in % 2 == 0, got ",
               weight.sizes(), " ", weight.scalar_type());
   const int64_t out = weight.size(0), in = weight.size(1);
-  return weight.contiguous()
-      .view({out / kBlock, kBlock, in / 2, 2})
-      .permute({0, 2, 1, 3})
-      .contiguous();
+  const std::vector<int64_t> shape = PackedBf16Shape(out, in);
+  if (!into.defined()) into = EmptyInHugePages(shape, torch::kBFloat16);
+  TORCH_CHECK(into.sizes() == torch::IntArrayRef(shape) && into.is_contiguous() &&
+                  into.scalar_type() == torch::kBFloat16,
+              "PackBf16: `into` must be a contiguous bfloat16 tensor of ", shape);
+  into.copy_(weight.contiguous().view({out / kBlock, kBlock, in / 2, 2}).permute({0, 2, 1, 3}));
+  return into;
 }
 
 bool IsPackedBf16(const torch::Tensor& t) {

@@ -24,6 +24,7 @@
 // batch. Thread-safe.
 
 #include <cstdint>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -36,9 +37,14 @@ bool HasCpuBf16Product();
 // of 16, in a multiple of 2.
 bool CanPackBf16(int64_t out, int64_t in);
 
-// (out, in) bfloat16 -> the packed layout (out/16, in/2, 16, 2), contiguous.
+// The packed layout's shape for an (out, in) matrix: (out/16, in/2, 16, 2).
+std::vector<int64_t> PackedBf16Shape(int64_t out, int64_t in);
+
+// (out, in) bfloat16 -> the packed layout, contiguous: written into `into`
+// (bfloat16, contiguous, PackedBf16Shape) when given, else into a new tensor
+// in huge pages where the system grants them (engine/huge_page_tensor.h).
 // Only where CanPackBf16.
-torch::Tensor PackBf16(const torch::Tensor& weight);
+torch::Tensor PackBf16(const torch::Tensor& weight, torch::Tensor into = {});
 
 // True when `t` is in the packed layout (4-D, (.., .., 16, 2) bfloat16).
 bool IsPackedBf16(const torch::Tensor& t);

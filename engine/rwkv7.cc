@@ -171,9 +171,19 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
   weight = register_parameter("weight", torch::zeros({out, in}, dtype), /*requires_grad=*/false);
 }
 
-void Rwkv7LinearImpl::PackForCpu() {
+int64_t Rwkv7LinearImpl::CpuBytes() const {
+  return weight.is_cpu() ? weight.numel() * static_cast<int64_t>(weight.element_size()) : 0;
+}
+
+void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
   torch::NoGradGuard no_grad;
-  if (CanPackForCpu(weight, /*transposed=*/false)) weight.set_data(PackBf16(weight));
+  if (!weight.is_cpu()) return;
+  if (CanPackForCpu(weight, /*transposed=*/false)) {
+    weight.set_data(PackBf16(
+        weight, arena.Take(PackedBf16Shape(weight.size(0), weight.size(1)), torch::kBFloat16)));
+  } else {
+    weight.set_data(arena.Take(weight.sizes().vec(), weight.scalar_type()).copy_(weight));
+  }
 }
 
 torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
@@ -247,11 +257,12 @@ Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::S
       "ln_x", torch::nn::GroupNorm(torch::nn::GroupNormOptions(c.n_heads, C).eps(kGroupNormEps)));
 }
 
-void Rwkv7TimeMixImpl::PackForCpu() {
+std::vector<Rwkv7LinearImpl*> Rwkv7TimeMixImpl::Linears() {
+  return {receptance.get(), key.get(), value.get(), output.get()};
+}
+
+void Rwkv7TimeMixImpl::PackLowRankForCpu() {
   torch::NoGradGuard no_grad;
-  for (Rwkv7LinearImpl* linear : {receptance.get(), key.get(), value.get(), output.get()}) {
-    linear->PackForCpu();
-  }
   // Used as x m: packed from m^T.
   for (torch::Tensor* m : {&w1, &w2, &a1, &a2, &v1, &v2, &g1, &g2}) {
     if (CanPackForCpu(*m, /*transposed=*/true)) m->set_data(PackBf16(m->t()));
@@ -318,11 +329,6 @@ torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& x, torch::Tensor
   return value(key->ReluSquared(xk));
 }
 
-void Rwkv7ChannelMixImpl::PackForCpu() {
-  key->PackForCpu();
-  value->PackForCpu();
-}
-
 Rwkv7BlockImpl::Rwkv7BlockImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype) {
   auto norm = [&] {
     return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}).eps(kNormEps));
@@ -373,12 +379,20 @@ void Rwkv7Impl::LoadWeights(const TensorMap& weights) {
 }
 
 void Rwkv7Impl::PackForCpu() {
+  if (!device().is_cpu()) return;
+  std::vector<Rwkv7LinearImpl*> linears;
   for (size_t i = 0; i < blocks->size(); ++i) {
     Rwkv7BlockImpl& block = blocks->at<Rwkv7BlockImpl>(i);
-    block.att->PackForCpu();
-    block.ffn->PackForCpu();
+    for (Rwkv7LinearImpl* linear : block.att->Linears()) linears.push_back(linear);
+    linears.push_back(block.ffn->key.get());
+    linears.push_back(block.ffn->value.get());
+    block.att->PackLowRankForCpu();
   }
-  head->PackForCpu();
+  linears.push_back(head.get());
+  std::vector<int64_t> bytes;
+  for (const Rwkv7LinearImpl* linear : linears) bytes.push_back(linear->CpuBytes());
+  HugePageArena arena(bytes);
+  for (Rwkv7LinearImpl* linear : linears) linear->PackForCpu(arena);
 }
 
 State Rwkv7Impl::NewState(int64_t batch) const {

@@ -14,6 +14,7 @@
 // (B, H, N, N), rows indexed by value, columns by key.
 
 #include <cstdint>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -21,6 +22,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include "engine/huge_page_tensor.h"
 #include "engine/rwkv7_config.h"
 #include "engine/safetensors.h"
 #include "engine/state.h"
@@ -53,8 +55,10 @@ class Rwkv7LinearImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
   // relu(forward(x))^2, the activation fused into a packed product.
   torch::Tensor ReluSquared(const torch::Tensor& x);
-  // See Rwkv7Impl::PackForCpu.
-  void PackForCpu();
+  // See Rwkv7Impl::PackForCpu: the weight moves into a piece of `arena`,
+  // packed where it can be; CpuBytes() is the piece's size.
+  int64_t CpuBytes() const;
+  void PackForCpu(HugePageArena& arena);
 
   torch::Tensor weight;  // (out, in), or packed (engine/cpu_bf16_product.h)
 };
@@ -71,8 +75,10 @@ class Rwkv7TimeMixImpl : public torch::nn::Module {
   // step, token by token; otherwise the chunked form with chunks of `chunk`.
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor& v_first, torch::Tensor& shift,
                         torch::Tensor& wkv, int64_t chunk);
-  // See Rwkv7Impl::PackForCpu.
-  void PackForCpu();
+  // The four C x C projections.
+  std::vector<Rwkv7LinearImpl*> Linears();
+  // See Rwkv7Impl::PackForCpu: the low-rank matrices, packed in place.
+  void PackLowRankForCpu();
 
   torch::Tensor x_r, x_w, x_k, x_v, x_a, x_g;  // (C) token-shift mixes
   Rwkv7Linear receptance{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  // (C, C)
@@ -98,8 +104,6 @@ class Rwkv7ChannelMixImpl : public torch::nn::Module {
   Rwkv7ChannelMixImpl(const Rwkv7Config& config, torch::ScalarType dtype);
   // x (B, T, C), LayerNorm'd; `shift` (B, C) is replaced.
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor& shift);
-  // See Rwkv7Impl::PackForCpu.
-  void PackForCpu();
 
   torch::Tensor x_k;                          // (C) token-shift mix
   Rwkv7Linear key{nullptr}, value{nullptr};   // (F, C), (C, F)
@@ -132,10 +136,12 @@ class Rwkv7Impl : public torch::nn::Module {
   void LoadWeights(const TensorMap& weights);
 
   // On a CPU with AVX-512 BF16, lays every bfloat16 weight matrix but the
-  // embedding out for engine/cpu_bf16_product.h (in place: the same memory),
-  // whose products then replace oneDNN's; otherwise does nothing. Call it
-  // once, after LoadWeights and on the device the module will stay on: a
-  // packed module can neither load weights nor move.
+  // embedding out for engine/cpu_bf16_product.h (replacing it: no second
+  // copy), whose products then replace oneDNN's. On any CPU, the big
+  // matrices (projections, channel mixing, head) move into one buffer in
+  // huge pages where the system grants them (engine/huge_page_tensor.h).
+  // Does nothing off the CPU. Call it once, after LoadWeights and on the device the module
+  // will stay on: a packed module can neither load weights nor move.
   void PackForCpu();
 
   // Fresh states (zeros) for `batch` sessions on the model's device.
