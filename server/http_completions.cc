@@ -4,13 +4,13 @@
 // JSON body or as server-sent events.
 
 #include <algorithm>
+#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "server/http_handlers.h"
 #include "server/http_turn_sink.h"
 #include "server/log.h"
@@ -156,14 +156,17 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   ticket_ = *std::move(ticket);
 
   if (request_.new_session) {
-    absl::Notification created;
-    absl::StatusOr<SessionInfo> info;
+    // A promise the callback owns a share of, rather than absl::Notification:
+    // that one's release happens inside the prebuilt Abseil library, where
+    // ThreadSanitizer cannot see it, and the waiter's read of the answer was
+    // reported as a race.
+    auto created = std::make_shared<std::promise<absl::StatusOr<SessionInfo>>>();
+    std::future<absl::StatusOr<SessionInfo>> answer = created->get_future();
     scheduler_->CreateSession(tenant_, "", generate.cache_salt(),
-                              [&](absl::StatusOr<SessionInfo> result) {
-                                info = std::move(result);
-                                created.Notify();
+                              [created](absl::StatusOr<SessionInfo> result) {
+                                created->set_value(std::move(result));
                               });
-    created.WaitForNotification();
+    const absl::StatusOr<SessionInfo> info = answer.get();
     if (!info.ok()) return info.status();
     call->session_id = info->id;
   }
