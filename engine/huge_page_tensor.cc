@@ -14,9 +14,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 }  // namespace
 
 torch::Tensor EmptyInHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  const size_t bytes = static_cast<size_t>(c10::multiply_integers(shape)) * c10::elementSize(dtype);
   if (bytes < kHugePage) return torch::empty(shape, dtype);
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* memory = std::aligned_alloc(kHugePage, rounded);
@@ -27,13 +25,6 @@ torch::Tensor EmptyInHugePages(const std::vector<int64_t>& shape, torch::ScalarT
       memory, shape, [](void* p) { std::free(p); }, torch::TensorOptions(dtype));
 }
 
-torch::Tensor CopyToHugePages(const torch::Tensor& t) {
-  TORCH_CHECK(t.is_cpu(), "CopyToHugePages: a CPU tensor");
-  torch::Tensor copy = EmptyInHugePages(t.sizes().vec(), t.scalar_type());
-  copy.copy_(t);
-  return copy;
-}
-
 HugePageArena::HugePageArena(const std::vector<int64_t>& piece_bytes) {
   int64_t total = 0;
   for (int64_t bytes : piece_bytes) total += Rounded(bytes);
@@ -41,9 +32,8 @@ HugePageArena::HugePageArena(const std::vector<int64_t>& piece_bytes) {
 }
 
 torch::Tensor HugePageArena::Take(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
-  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t bytes =
+      c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(dtype));
   TORCH_CHECK(used_ + Rounded(bytes) <= buffer_.numel(), "HugePageArena: ", bytes,
               " bytes asked with ", buffer_.numel() - used_, " left");
   torch::Tensor piece = buffer_.narrow(0, used_, bytes).view(dtype).view(shape);

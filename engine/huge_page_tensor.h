@@ -5,7 +5,9 @@
 // from memory. The hardware prefetchers stop at each 4 KiB page and every
 // page costs a TLB walk: reading the 0.1B RWKV-7 shape's bfloat16 weights
 // (270 MB) once per step through the packed product ran 17.1 ms in
-// transparent huge pages against 21.5 ms in 4 KiB pages, side by side.
+// transparent huge pages against 21.5 ms in 4 KiB pages, side by side on a
+// busy machine; float32 batch-1 decode of that shape went from about 27 to
+// about 21 ms on an idle one (bench/RESULTS.md).
 // Linux only grants them to memory advised so before it is first touched
 // (transparent_hugepage "madvise", the common default) or to all memory
 // ("always"); elsewhere this is an ordinary allocation.
@@ -20,9 +22,6 @@ namespace linserve {
 // An uninitialised contiguous CPU tensor whose memory is advised for huge
 // pages when it spans at least one; freed with the tensor.
 torch::Tensor EmptyInHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype);
-
-// A contiguous copy of `t` (on the CPU) in such memory.
-torch::Tensor CopyToHugePages(const torch::Tensor& t);
 
 // One such allocation handed out in pieces, so that matrices smaller than a
 // huge page (the 0.1B shape's 768 x 768 bfloat16 ones, 1.2 MB) get huge

@@ -172,7 +172,7 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
 }
 
 int64_t Rwkv7LinearImpl::CpuBytes() const {
-  return weight.is_cpu() ? weight.numel() * static_cast<int64_t>(weight.element_size()) : 0;
+  return weight.numel() * static_cast<int64_t>(weight.element_size());
 }
 
 void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {

@@ -1,6 +1,6 @@
 // Tensors in memory advised for huge pages (engine/huge_page_tensor.h):
 // whether the kernel grants the pages depends on the system, so this checks
-// what the code controls: shape, dtype, alignment, contents, freeing.
+// what the code controls: shape, dtype, alignment, disjoint pieces, lifetime.
 
 #include "engine/huge_page_tensor.h"
 
@@ -30,15 +30,29 @@ TEST(HugePageTensorTest, ASmallTensorIsAnOrdinaryOne) {
   EXPECT_EQ(t.scalar_type(), torch::kBFloat16);
 }
 
-TEST(HugePageTensorTest, ACopyHasTheSameValuesAndOutlivesItsSource) {
-  torch::Tensor copy;
+TEST(HugePageArenaTest, PiecesAreDisjointAlignedAndOutliveTheArena) {
+  torch::Tensor a, b, c;
   {
-    const torch::Tensor source = torch::randn({1500, 1000}).t();  // not contiguous
-    copy = CopyToHugePages(source);
-    EXPECT_TRUE(torch::equal(copy, source));
-    EXPECT_TRUE(copy.is_contiguous());
+    HugePageArena arena({3 * 1024 * 1024 * 2, 10, 64 * 4});
+    a = arena.Take({3 * 1024, 1024}, torch::kBFloat16);
+    b = arena.Take({5}, torch::kBFloat16);  // 10 bytes: the next piece starts 64 on
+    c = arena.Take({8, 8}, torch::kFloat32);
+    EXPECT_THROW(arena.Take({1}, torch::kUInt8), c10::Error);  // no room asked for
   }
-  EXPECT_TRUE(torch::isfinite(copy).all().item<bool>());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data_ptr()) % kHugePage, 0u);
+  for (const torch::Tensor& piece : {b, c}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(piece.data_ptr()) % 64, 0u);
+    EXPECT_TRUE(piece.is_contiguous());
+  }
+  EXPECT_EQ(c.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(c.sizes(), torch::IntArrayRef({8, 8}));
+  // Writing one piece leaves the others as they were.
+  a.fill_(1);
+  b.fill_(2);
+  c.fill_(3);
+  EXPECT_EQ(a.sum().item<double>(), 3.0 * 1024 * 1024);
+  EXPECT_EQ(b.sum().item<double>(), 10.0);
+  EXPECT_EQ(c.sum().item<double>(), 192.0);
 }
 
 }  // namespace
