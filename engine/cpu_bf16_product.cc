@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "engine/cpu_kernels.h"
 #include "engine/huge_page_tensor.h"
 
 namespace linserve {
@@ -116,11 +117,7 @@ TileFn TileOf(int rows, int blocks) {
 
 }  // namespace
 
-bool HasCpuBf16Product() {
-  static const bool supported =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-  return supported;
-}
+bool HasCpuBf16Product() { return ActiveCpuHasAvx512Bf16(); }
 
 bool CanPackBf16(int64_t out, int64_t in) {
   return out > 0 && in > 0 && out % kBlock == 0 && in % 2 == 0;

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu_bf16_product.h"
-#include "engine/cpu_matvec.h"
+#include "engine/fixed_order_product.h"
 #include "engine/rwkv7_wkv_cpu.h"
 
 namespace linserve {
@@ -28,31 +28,15 @@ torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
   return torch::cat({last.unsqueeze(1), x.narrow(1, 0, x.size(1) - 1)}, 1);
 }
 
-// Rows a float32 low-rank product in a prefill runs on at least. OpenBLAS
-// computes a product of fewer than about 1,100 outputs (rows x columns) by
-// another path whose sums differ in the last bit, so with Dv = 32 a chunk of
-// 32 rows came out different alone than inside a longer call, and a prefill
-// resumed at a chunk boundary from the prefix-state cache did not match one
-// run from the start (server/prefill_pieces.h; Rwkv7PiecesTest).
-constexpr int64_t kMinLowRankRows = 64;
-
 // x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
-// dtype, or m packed (PackForCpu). A float32 prefill call of fewer than
-// kMinLowRankRows rows is padded with zero rows; decode (T = 1) is not, since
-// its calls never meet a prefill's.
+// dtype: packed (PackLowRankForCpu) or, on the CPU, laid out as m^T so that
+// m.t() is a contiguous (out, in) weight for the fixed-order product, whose
+// bits do not depend on how many rows a call has (the prefix cache's pieces,
+// the decode batch; engine/fixed_order_product.h).
 torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
   if (IsPackedBf16(m)) return PackedBf16Product(m, x);
-  const torch::Tensor in = x.to(m.scalar_type());
-  const int64_t rows = in.numel() / in.size(-1);
-  if (m.scalar_type() == torch::kFloat32 && m.is_cpu() && in.dim() == 3 && in.size(1) > 1 &&
-      rows < kMinLowRankRows) {
-    const torch::Tensor padded =
-        torch::constant_pad_nd(in.reshape({rows, in.size(-1)}), {0, 0, 0, kMinLowRankRows - rows});
-    std::vector<int64_t> shape = in.sizes().vec();
-    shape.back() = m.size(1);
-    return torch::mm(padded, m).narrow(0, 0, rows).reshape(shape);
-  }
-  return torch::matmul(in, m).to(torch::kFloat32);
+  if (CanUseFixedOrder(x, m)) return FixedOrderLinear(x, m.t());
+  return torch::matmul(x.to(m.scalar_type()), m).to(torch::kFloat32);
 }
 
 // The recurrent form, one token for each of B sessions; every input (B, H, N).
@@ -95,10 +79,13 @@ torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w,
   const int64_t n = (T + L - 1) / L;
   // (B, T, H, N) -> (n, B*H, L, N), zero-padded to n L tokens: a padded token
   // has decay 1 (log 0) and zero keys and values, so it changes nothing.
+  // Always a contiguous copy: with B = 1 the reshape could be a strided view,
+  // and a product over another layout may take another BLAS path, so a
+  // session alone would not get its bits in a batch.
   auto chunks = [&](const torch::Tensor& x) {
     torch::Tensor t = x;
     if (n * L != T) t = torch::constant_pad_nd(t, {0, 0, 0, 0, 0, n * L - T});
-    return t.view({B, n, L, H, N}).permute({1, 0, 3, 2, 4}).reshape({n, B * H, L, N});
+    return t.view({B, n, L, H, N}).permute({1, 0, 3, 2, 4}).reshape({n, B * H, L, N}).contiguous();
   };
   const torch::Tensor rc = chunks(r), kc = chunks(k), vc = chunks(v), kkc = chunks(kk);
   const torch::Tensor bc = chunks(kk * a);
@@ -193,28 +180,11 @@ torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
 
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
   if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
-  const bool cpu = weight.device().is_cpu();
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = weight.size(0);
-  // One row on the CPU (batch-1 decode): a matrix-vector product, which
-  // reads the weight once. torch::linear would repack a float32 weight for
-  // the BLAS on every call (3x slower for the 0.1B head), and reads a
-  // bfloat16 one at a third of the memory's rate (engine/cpu_matvec.h).
-  if (x.numel() == weight.size(1) && cpu) {
-    if (HasCpuMatVec(weight.scalar_type())) return CpuMatVec(weight, x.reshape({-1})).view(shape);
-    if (weight.scalar_type() == torch::kFloat32) {
-      return torch::mv(weight, x.to(torch::kFloat32).reshape({-1})).view(shape);
-    }
-  }
-  // One token for each of a few sessions (batched decode) in float32. Only
-  // then: a prefill's rows must go through the same product whatever the
-  // number of chunks in the call (server/prefill_pieces.h).
-  const int64_t rows = x.numel() / weight.size(1);
-  const bool one_token_each = x.dim() == 2 || (x.dim() == 3 && x.size(1) == 1);
-  if (cpu && one_token_each && rows <= kMaxFewRows && weight.scalar_type() == torch::kFloat32 &&
-      HasCpuMatVec(torch::kFloat32)) {
-    return CpuFewRowsProduct(weight, x.reshape({rows, -1}).to(torch::kFloat32)).view(shape);
-  }
+  // On the CPU every row count, from batch-1 decode to a long prefill, goes
+  // through one product with a fixed order per output: a row's bits never
+  // depend on the rows around it, and a one-row call reads the weight once
+  // rather than repacking it for the BLAS (engine/fixed_order_product.h).
+  if (CanUseFixedOrder(x, weight)) return FixedOrderLinear(x, weight);
   return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
 }
 
@@ -263,9 +233,15 @@ std::vector<Rwkv7LinearImpl*> Rwkv7TimeMixImpl::Linears() {
 
 void Rwkv7TimeMixImpl::PackLowRankForCpu() {
   torch::NoGradGuard no_grad;
-  // Used as x m: packed from m^T.
+  // Used as x m: packed from m^T, or m^T made contiguous, so that LowRank's
+  // m.t() is the fixed-order product's (out, in) weight without a copy.
   for (torch::Tensor* m : {&w1, &w2, &a1, &a2, &v1, &v2, &g1, &g2}) {
-    if (CanPackForCpu(*m, /*transposed=*/true)) m->set_data(PackBf16(m->t()));
+    if (!m->defined() || !m->is_cpu()) continue;
+    if (CanPackForCpu(*m, /*transposed=*/true)) {
+      m->set_data(PackBf16(m->t()));
+    } else {
+      m->set_data(m->t().contiguous().t());
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/cpu_bf16_product.h"
 #include "engine/pth_reader.h"
 #include "engine/status_macros.h"
 
@@ -140,17 +141,6 @@ absl::Status CheckDtype(torch::ScalarType dtype, const torch::Device& device) {
   return absl::OkStatus();
 }
 
-bool CpuHasBfloat16Matmul() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "flags")) {
-      return absl::StrContains(line, " avx512_bf16") || absl::StrContains(line, " amx_bf16");
-    }
-  }
-  return false;
-}
-
 nlohmann::json ArchitectureJson(const Rwkv7Config& config) {
   nlohmann::json json = Rwkv7ConfigToJson(config);
   json["architecture"] = "rwkv7";
@@ -190,7 +180,9 @@ std::string Rwkv7Fingerprint(const Rwkv7Config& config, const TensorMap& weights
 
 torch::ScalarType Rwkv7Model::DefaultDtype(const torch::Device& device) {
   if (device.is_cuda()) return torch::kBFloat16;
-  static const bool fast_bfloat16 = CpuHasBfloat16Matmul();
+  // bfloat16 is the fast dtype where the packed AVX-512 BF16 product runs;
+  // elsewhere it is widened to float32 on every product.
+  static const bool fast_bfloat16 = HasCpuBf16Product();
   return fast_bfloat16 ? torch::kBFloat16 : torch::kFloat32;
 }
 

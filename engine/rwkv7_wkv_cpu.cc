@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "engine/cpu_kernels.h"
+
 namespace linserve {
 namespace {
 
@@ -98,8 +100,9 @@ torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const t
   const torch::Tensor v_c = v.contiguous(), kk_c = kk.contiguous();
   if (!S.is_contiguous()) S = S.contiguous();
   torch::Tensor y = torch::empty_like(r_c);
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool wide = avx512 && N % 16 == 0;
+  // The AVX-512 loop sums in another order than the plain one: each gives
+  // its own bits (docs/DESIGN.md, "What is bit-identical").
+  const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
   for (int64_t h = 0; h < heads; ++h) {
     const Head head{r_c.data_ptr<float>() + h * N,  w_c.data_ptr<float>() + h * N,
                     k_c.data_ptr<float>() + h * N,  v_c.data_ptr<float>() + h * N,

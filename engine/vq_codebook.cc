@@ -2,12 +2,19 @@
 
 #include <torch/torch.h>
 
+#include "engine/fixed_order_product.h"
+
 namespace linserve {
 
 torch::Tensor CodeProducts(const torch::Tensor& x, const torch::Tensor& codebook) {
   const int64_t batch = x.size(0), heads = x.size(1), t = x.size(2), dim = x.size(3);
   torch::Tensor rows = x.transpose(0, 1).reshape({heads, batch * t, dim});  // (H, B T, d)
-  return torch::matmul(rows, codebook.transpose(-1, -2))                   // (H, B T, c)
+  // The nearest code must not depend on the other sessions or tokens in the
+  // call: on the CPU, a product with a fixed order per output.
+  const torch::Tensor products = CanUseFixedOrder(rows, codebook)
+                                     ? FixedOrderGroupLinear(rows, codebook).to(rows.scalar_type())
+                                     : torch::matmul(rows, codebook.transpose(-1, -2));
+  return products                                                          // (H, B T, c)
       .view({heads, batch, t, codebook.size(1)})
       .transpose(0, 1);
 }

@@ -217,16 +217,54 @@ TEST_P(PrefillBatchTest, EqualsEachSessionPrefilledAlone) {
   ASSERT_TRUE(logits.ok()) << logits.status();
   ASSERT_EQ(logits->size(0), 2);
   std::vector<State> split = model->SplitState(batch);
+  // docs/DESIGN.md, "What is bit-identical", row "prefill of several
+  // sessions": the same bits as alone for the constant-state kinds; the
+  // softmax baseline's cache is outside the table, so within a tolerance.
+  const bool bits = HasConstantState(GetParam().config.attention.kind);
+  auto same = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return bits ? torch::equal(a, b) : torch::allclose(a, b, 1e-4, 1e-5);
+  };
   for (int i = 0; i < 2; ++i) {
     torch::Tensor want = torch::tensor(expected[i]);
-    EXPECT_TRUE(torch::allclose((*logits)[i], want, 1e-4, 1e-5)) << "row " << i;
+    EXPECT_TRUE(same((*logits)[i], want)) << "row " << i;
     EXPECT_EQ(split[i].positions[0], 16);
     // The next step from either state gives the same logits.
     auto a = model->Step(split[i], {7});
     auto b = model->Step(alone[i], {7});
-    EXPECT_TRUE(torch::allclose(*a, *b, 1e-4, 1e-5)) << "row " << i;
+    EXPECT_TRUE(same(*a, *b)) << "row " << i;
   }
 }
+
+class DecodeBatchTest : public ::testing::TestWithParam<NamedConfig> {};
+
+// docs/DESIGN.md, "What is bit-identical", row "decode batch": a session's
+// logits have the same bits stepped alone as beside other sessions at other
+// positions, for every constant-state kind.
+TEST_P(DecodeBatchTest, EachSessionHasTheSameBitsAloneAndInABatch) {
+  if (!HasConstantState(GetParam().config.attention.kind)) {
+    GTEST_SKIP() << "the softmax baseline's growing cache is outside the table";
+  }
+  auto model = TransformerModel::Create(GetParam().config, 3, torch::kCPU);
+  const std::vector<std::vector<int64_t>> prompts = {
+      {256, 1, 2, 3, 4, 5, 6, 7, 8}, {256, 9}, {256, 40, 41, 42, 43}};
+  std::vector<State> states;
+  std::vector<torch::Tensor> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    states.push_back(model->NewState());
+    ASSERT_TRUE(model->Prefill(states.back(), prompts[i]).ok());
+    State copy = CloneState(states.back());
+    auto logits = model->Step(copy, {static_cast<int64_t>(70 + i)});
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    alone.push_back(logits->reshape({-1}));
+  }
+  State batch = StackStates({&states[0], &states[1], &states[2]});
+  auto logits = model->Step(batch, {70, 71, 72});
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  for (int64_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal((*logits)[i], alone[i])) << "row " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, DecodeBatchTest, ::testing::ValuesIn(AllKindConfigs()),
+                         [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, PrefillBatchTest, ::testing::ValuesIn(AllKindConfigs()),
                          [](const auto& info) { return info.param.name; });

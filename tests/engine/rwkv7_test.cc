@@ -456,6 +456,9 @@ TEST_P(Rwkv7FormsTest, BatchRowsEqualSingleSessions) {
     singles.push_back(module->NewState());
     expected.push_back(Prefill(module, singles.back(), tokens));
   }
+  // Low-rank widths of 8 to 24 here, so within a tolerance: docs/DESIGN.md,
+  // "What is bit-identical" (Rwkv7PiecesTest.ABatchGivesEachSessionItsBits
+  // checks the bits at the published widths).
   State batch = module->NewState(3);
   const torch::Tensor logits = module->ForwardPrefill(rows, batch);
   for (int64_t i = 0; i < 3; ++i) EXPECT_LT(MaxAbsDiff(logits[i], expected[i]), 1e-5) << i;
@@ -544,6 +547,48 @@ TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
               << " tensor " << t;
         }
       }
+    }
+  }
+}
+
+// docs/DESIGN.md, "What is bit-identical", rows "prefill of several
+// sessions" and "decode batch", at the 0.1B shape's widths (every width a
+// multiple of 32): each session's logits and state have the same bits in a
+// batch of three as alone, prefill and decode, in both dtypes.
+TEST(Rwkv7PiecesTest, ABatchGivesEachSessionItsBits) {
+  Rwkv7Config config = SmallConfig(768, 12);
+  config.n_layers = 2;
+  config.w_lora = 64;
+  config.a_lora = 64;
+  config.v_lora = 32;
+  config.g_lora = 128;
+  Rwkv7Checkpoint checkpoint{config, RandomRwkv7Weights(config, 22)};
+  constexpr int64_t L = 32;
+  constexpr int64_t kSessions = 3, kLength = 2 * L + 5;
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
+    Rwkv7 module = MakeModule(checkpoint, dtype, L);
+    torch::Tensor rows = torch::empty({kSessions, kLength}, torch::kInt64);
+    std::vector<State> singles;
+    std::vector<torch::Tensor> prefilled, stepped;
+    for (int64_t i = 0; i < kSessions; ++i) {
+      const std::vector<int64_t> tokens = RandomTokens(kLength, config.vocab_size, 40 + i);
+      rows[i] = Tokens(tokens);
+      singles.push_back(module->NewState());
+      prefilled.push_back(Prefill(module, singles.back(), tokens));
+    }
+    // One session a token ahead, so the decode batch mixes positions.
+    StepAll(module, singles[0], {5});
+    for (int64_t i = 0; i < kSessions; ++i) {
+      State single = CloneState(singles[i]);
+      stepped.push_back(StepAll(module, single, {9 + i}));
+    }
+    State batch = module->NewState(kSessions);
+    const torch::Tensor logits = module->ForwardPrefill(rows, batch);
+    State stacked = StackStates({&singles[0], &singles[1], &singles[2]});
+    const torch::Tensor step = module->ForwardStep(Tokens({9, 10, 11}), stacked);
+    for (int64_t i = 0; i < kSessions; ++i) {
+      EXPECT_TRUE(torch::equal(logits[i], prefilled[i])) << c10::toString(dtype) << " prefill " << i;
+      EXPECT_TRUE(torch::equal(step[i], stepped[i])) << c10::toString(dtype) << " decode " << i;
     }
   }
 }

@@ -1,0 +1,119 @@
+// linserve-product-bench: the fixed-order product (engine/fixed_order_product.h)
+// against the BLAS it replaced, side by side in one run, at the shapes the
+// models multiply: the default model's and the 0.1B RWKV-7 shape's
+// projections, at decode batches of 1 and 32 and at prefill calls of 64 and
+// 512 rows. Three ways to get a product whose rows do not depend on the rows
+// around them are compared (docs/DESIGN.md, "What is bit-identical"):
+//   fixed    the fixed-order product, any rows in one call;
+//   blas     torch::linear in one call (what prefill ran before; its bits
+//            depend on the row count under OpenBLAS's Haswell kernels);
+//   chunked  torch::linear in calls of exactly 64 rows, the other way to
+//            shape every run's calls alike (a prefill chunk of the shipped
+//            model), which still depends on the BLAS giving equal calls
+//            equal bits;
+//   mv       for one row, torch::mv (OpenBLAS's sgemv).
+// Medians of --repeats; the ratios are against `fixed`.
+//
+//   OPENBLAS_NUM_THREADS=1 linserve-product-bench [--repeats=N] [--threads=N]
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/bench_table.h"
+#include "bench/engine_measure.h"
+#include "engine/cpu_kernels.h"
+#include "engine/fixed_order_product.h"
+
+ABSL_FLAG(int32_t, repeats, 21, "timed repeats of each product (the median is printed)");
+ABSL_FLAG(int32_t, threads, 1, "LibTorch's intra-op threads");
+
+namespace linserve {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t out;
+  int64_t in;
+};
+
+// The default model's (d 256, MLP 512, vocabulary 258) and the 0.1B RWKV-7
+// shape's (C 768, F 3072, a 64-wide low-rank, vocabulary 65,536) products.
+const Shape kShapes[] = {
+    {"default qkv 768x256", 768, 256},   {"default mlp 512x256", 512, 256},
+    {"default proj 256x512", 256, 512},  {"default head 258x256", 258, 256},
+    {"rwkv 0.1b C 768x768", 768, 768},
+    {"rwkv 0.1b ffn 3072x768", 3072, 768}, {"rwkv 0.1b ffn 768x3072", 768, 3072},
+    {"rwkv 0.1b lora 768x64", 768, 64},   {"rwkv 0.1b head 65536x768", 65536, 768},
+};
+
+double MedianSeconds(int repeats, const std::function<void()>& run) {
+  run();  // warm the caches and the allocator
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+std::string Micros(double seconds) { return absl::StrFormat("%.1f", seconds * 1e6); }
+
+}  // namespace
+}  // namespace linserve
+
+int main(int argc, char** argv) {
+  using namespace linserve;
+  absl::ParseCommandLine(argc, argv);
+  torch::NoGradGuard no_grad;
+  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  torch::linear(torch::ones({64, 64}), torch::ones({64, 64}));  // maps the BLAS
+  const MachineInfo machine = ReadMachineInfo("cpu");
+  absl::PrintF("linserve product benchmark, %s\n", machine.date);
+  absl::PrintF("machine: %d cores, %s; %d LibTorch thread(s)\n", machine.cores,
+               machine.cpu_model, absl::GetFlag(FLAGS_threads));
+  absl::PrintF("BLAS: OpenBLAS kernels %s; fixed-order family %s\n\n",
+               machine.openblas_core.empty() ? "(none)" : machine.openblas_core,
+               CpuKernelsName(ActiveCpuKernels()));
+  absl::PrintF("Median microseconds per product (float32 weights); ratio = other / fixed\n");
+  Table table({"shape", "rows", "fixed", "blas", "chunked", "mv", "blas/fixed", "chunked/fixed",
+               "mv/fixed", "fixed GFLOP/s"});
+  for (const Shape& shape : kShapes) {
+    const torch::Tensor weight = torch::randn({shape.out, shape.in});
+    for (int64_t rows : {1, 32, 64, 512}) {
+      // The head only decodes (its prefill call is the last row's).
+      if (shape.out == 65536 && rows > 32) continue;
+      const torch::Tensor x = torch::randn({rows, shape.in});
+      const double fixed = MedianSeconds(repeats, [&] { FixedOrderLinear(x, weight); });
+      const double blas = MedianSeconds(repeats, [&] { torch::linear(x, weight); });
+      double chunked = -1, mv = -1;
+      if (rows >= 64) {
+        chunked = MedianSeconds(repeats, [&] {
+          for (int64_t r = 0; r < rows; r += 64) torch::linear(x.narrow(0, r, 64), weight);
+        });
+      }
+      if (rows == 1) mv = MedianSeconds(repeats, [&] { torch::mv(weight, x[0]); });
+      const double flops = 2.0 * rows * shape.out * shape.in;
+      table.Add({shape.name, absl::StrCat(rows), Micros(fixed), Micros(blas),
+                 chunked < 0 ? "-" : Micros(chunked), mv < 0 ? "-" : Micros(mv),
+                 Ratio(blas, fixed), Ratio(chunked, fixed), Ratio(mv, fixed),
+                 absl::StrFormat("%.1f", flops / fixed / 1e9)});
+    }
+  }
+  table.Print();
+  return 0;
+}
