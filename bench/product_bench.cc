@@ -108,9 +108,10 @@ int main(int argc, char** argv) {
       }
       if (rows == 1) mv = MedianSeconds(repeats, [&] { torch::mv(weight, x[0]); });
       const double flops = 2.0 * rows * shape.out * shape.in;
+      auto ratio = [&](double other) { return other < 0 ? std::string("-") : Ratio(other, fixed); };
       table.Add({shape.name, absl::StrCat(rows), Micros(fixed), Micros(blas),
                  chunked < 0 ? "-" : Micros(chunked), mv < 0 ? "-" : Micros(mv),
-                 Ratio(blas, fixed), Ratio(chunked, fixed), Ratio(mv, fixed),
+                 ratio(blas), ratio(chunked), ratio(mv),
                  absl::StrFormat("%.1f", flops / fixed / 1e9)});
     }
   }
