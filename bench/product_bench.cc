@@ -4,7 +4,8 @@
 // projections, at decode batches of 1 and 32 and at prefill calls of 64 and
 // 512 rows. Three ways to get a product whose rows do not depend on the rows
 // around them are compared (docs/DESIGN.md, "What is bit-identical"):
-//   fixed    the fixed-order product, any rows in one call;
+//   fixed    the fixed-order product over the weight packed beforehand (as a
+//            model's weights are at load), any rows in one call;
 //   blas     torch::linear in one call (what prefill ran before; its bits
 //            depend on the row count under OpenBLAS's Haswell kernels);
 //   chunked  torch::linear in calls of exactly 64 rows, the other way to
@@ -94,11 +95,14 @@ int main(int argc, char** argv) {
                "mv/fixed", "fixed GFLOP/s"});
   for (const Shape& shape : kShapes) {
     const torch::Tensor weight = torch::randn({shape.out, shape.in});
+    // Laid out once, as a model's weights are at load.
+    const torch::Tensor packed = PackFixedOrder(weight);
     for (int64_t rows : {1, 32, 64, 512}) {
       // The head only decodes (its prefill call is the last row's).
       if (shape.out == 65536 && rows > 32) continue;
       const torch::Tensor x = torch::randn({rows, shape.in});
-      const double fixed = MedianSeconds(repeats, [&] { FixedOrderLinear(x, weight); });
+      const double fixed =
+          MedianSeconds(repeats, [&] { FixedOrderPackedLinear(x, packed, shape.out); });
       const double blas = MedianSeconds(repeats, [&] { torch::linear(x, weight); });
       double chunked = -1, mv = -1;
       if (rows >= 64) {

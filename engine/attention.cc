@@ -27,7 +27,7 @@ torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight) 
   // Inference on the CPU: a row's bits must not depend on how many rows the
   // call has (prefill pieces, the decode batch), which the BLAS does not
   // promise (engine/fixed_order_product.h).
-  if (CanUseFixedOrder(x, weight)) return FixedOrderLinear(x, weight).to(x.scalar_type());
+  if (CanUseFixedOrder(x, weight)) return FixedOrderCachedLinear(x, weight).to(x.scalar_type());
   // A one-row product through sgemm repacks the whole weight on every call;
   // a matrix-vector product reads it once.
   if (x.numel() == x.size(-1)) {

@@ -62,7 +62,9 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
-// x W^T without the weight repacking OpenBLAS's sgemm does for a single row.
+// x W^T. Inference on the CPU goes through the fixed-order product, whose
+// rows' bits do not depend on the rows around them
+// (engine/fixed_order_product.h); training through LibTorch's.
 torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight);
 
 }  // namespace linserve

@@ -1,7 +1,7 @@
-// engine/fixed_order_kernel.h in plain C++ for any CPU: 16 lanes as an
-// array, the same order of sums as the SIMD families, but each product
-// rounded before it is added (no fused multiply-add on the baseline CPU),
-// so its bits are its own. Compiled with -ffp-contract=off, so that a
+// engine/fixed_order_kernel.h in plain C++ for any CPU: a panel's 16 sums as
+// an array, each the same running sum as in the SIMD families, but each
+// product rounded before it is added (no fused multiply-add on the baseline
+// CPU), so its bits are its own. Compiled with -ffp-contract=off, so that a
 // compiler targeting a CPU with FMA cannot fuse them on some builds and not
 // on others (engine/CMakeLists.txt).
 
@@ -33,6 +33,11 @@ struct Portable {
     }
     return v;
   }
+  static V Broadcast(float x) {
+    V v;
+    for (float& lane : v.lane) lane = x;
+    return v;
+  }
   static V MulAdd(const V& x, const V& w, V acc) {
     for (int j = 0; j < 16; ++j) {
       const float product = x.lane[j] * w.lane[j];
@@ -40,24 +45,16 @@ struct Portable {
     }
     return acc;
   }
-  static void Reduce(const V* acc, int n, float* out) {
-    for (int i = 0; i < n; ++i) {
-      float s[16];
-      std::memcpy(s, acc[i].lane, sizeof(s));
-      for (int width = 8; width >= 1; width /= 2) {
-        for (int j = 0; j < width; ++j) s[j] = s[j] + s[j + width];
-      }
-      out[i] = s[0];
-    }
-  }
+  static void Store(float* p, const V& v) { std::memcpy(p, v.lane, sizeof(v.lane)); }
 };
 
 #include "engine/fixed_order_kernel.inc"
 
 }  // namespace
 
-void FixedOrderProductPortable(const FixedOrderArgs& args, int64_t out_begin, int64_t out_end) {
-  RunAny<Portable>(args, out_begin, out_end);
+void FixedOrderProductPortable(const FixedOrderArgs& args, int64_t panel_begin,
+                               int64_t panel_end) {
+  RunAny<Portable>(args, panel_begin, panel_end);
 }
 
 }  // namespace linserve

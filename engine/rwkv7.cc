@@ -29,13 +29,13 @@ torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
 }
 
 // x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
-// dtype: packed (PackLowRankForCpu) or, on the CPU, laid out as m^T so that
-// m.t() is a contiguous (out, in) weight for the fixed-order product, whose
-// bits do not depend on how many rows a call has (the prefix cache's pieces,
-// the decode batch; engine/fixed_order_product.h).
+// dtype, or m packed (PackLowRankForCpu). On the CPU, m as it is stored is
+// already the fixed-order product's layout: 16 outputs of one input in a row
+// (engine/fixed_order_product.h), whose bits do not depend on how many rows
+// a call has (the prefix cache's pieces, the decode batch).
 torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
   if (IsPackedBf16(m)) return PackedBf16Product(m, x);
-  if (CanUseFixedOrder(x, m)) return FixedOrderLinear(x, m.t());
+  if (CanUseFixedOrder(x, m)) return FixedOrderInputMajorLinear(x, m);
   return torch::matmul(x.to(m.scalar_type()), m).to(torch::kFloat32);
 }
 
@@ -154,20 +154,31 @@ std::vector<StateTensorSpec> Rwkv7StateSpec(const Rwkv7Config& config) {
           {kRwkv7Wkv, {config.n_heads, config.head_size, config.head_size}, torch::kFloat32}};
 }
 
-Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype) {
+Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype) : out_(out) {
   weight = register_parameter("weight", torch::zeros({out, in}, dtype), /*requires_grad=*/false);
 }
 
 int64_t Rwkv7LinearImpl::CpuBytes() const {
-  return weight.numel() * static_cast<int64_t>(weight.element_size());
+  if (CanPackForCpu(weight, /*transposed=*/false) ||
+      (weight.scalar_type() != torch::kFloat32 && weight.scalar_type() != torch::kBFloat16)) {
+    return weight.numel() * static_cast<int64_t>(weight.element_size());
+  }
+  int64_t values = 1;
+  for (int64_t size : PackedFixedOrderShape(weight.size(0), weight.size(1))) values *= size;
+  return values * static_cast<int64_t>(weight.element_size());
 }
 
 void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
   torch::NoGradGuard no_grad;
-  if (!weight.is_cpu()) return;
+  if (!weight.is_cpu() || weight.dim() != 2) return;
   if (CanPackForCpu(weight, /*transposed=*/false)) {
     weight.set_data(PackBf16(
         weight, arena.Take(PackedBf16Shape(weight.size(0), weight.size(1)), torch::kBFloat16)));
+  } else if (weight.scalar_type() == torch::kFloat32 ||
+             weight.scalar_type() == torch::kBFloat16) {
+    weight.set_data(PackFixedOrder(
+        weight, arena.Take(PackedFixedOrderShape(weight.size(0), weight.size(1)),
+                           weight.scalar_type())));
   } else {
     weight.set_data(arena.Take(weight.sizes().vec(), weight.scalar_type()).copy_(weight));
   }
@@ -184,7 +195,10 @@ torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
   // through one product with a fixed order per output: a row's bits never
   // depend on the rows around it, and a one-row call reads the weight once
   // rather than repacking it for the BLAS (engine/fixed_order_product.h).
-  if (CanUseFixedOrder(x, weight)) return FixedOrderLinear(x, weight);
+  if (CanUseFixedOrder(x, weight)) {
+    if (IsPackedFixedOrder(weight)) return FixedOrderPackedLinear(x, weight, out_);
+    return FixedOrderLinear(x, weight);
+  }
   return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
 }
 
@@ -233,15 +247,10 @@ std::vector<Rwkv7LinearImpl*> Rwkv7TimeMixImpl::Linears() {
 
 void Rwkv7TimeMixImpl::PackLowRankForCpu() {
   torch::NoGradGuard no_grad;
-  // Used as x m: packed from m^T, or m^T made contiguous, so that LowRank's
-  // m.t() is the fixed-order product's (out, in) weight without a copy.
+  // Used as x m: packed from m^T for the bfloat16 product; as stored, (in,
+  // out) row by row, for the fixed-order one.
   for (torch::Tensor* m : {&w1, &w2, &a1, &a2, &v1, &v2, &g1, &g2}) {
-    if (!m->defined() || !m->is_cpu()) continue;
-    if (CanPackForCpu(*m, /*transposed=*/true)) {
-      m->set_data(PackBf16(m->t()));
-    } else {
-      m->set_data(m->t().contiguous().t());
-    }
+    if (CanPackForCpu(*m, /*transposed=*/true)) m->set_data(PackBf16(m->t()));
   }
 }
 

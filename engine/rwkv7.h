@@ -60,7 +60,12 @@ class Rwkv7LinearImpl : public torch::nn::Module {
   int64_t CpuBytes() const;
   void PackForCpu(HugePageArena& arena);
 
-  torch::Tensor weight;  // (out, in), or packed (engine/cpu_bf16_product.h)
+  torch::Tensor weight;  // (out, in), or packed for the CPU's product: bfloat16
+                         // (engine/cpu_bf16_product.h) or fixed-order
+                         // (engine/fixed_order_product.h)
+
+ private:
+  int64_t out_;  // outputs: the fixed-order layout pads them to a multiple of 16
 };
 TORCH_MODULE(Rwkv7Linear);
 

@@ -1,10 +1,10 @@
 // The fixed-order product (engine/fixed_order_product.h) against the same
 // product in float64, and the property it exists for: a row's bits are the
 // same whatever the rows around it and the threads (docs/DESIGN.md, "What
-// is bit-identical", rows "one product" and "thread count"), in the family
+// is bit-identical", row "one product"), in the family
 // this process runs (LINSERVE_CPU_KERNELS picks it; CI runs this test under
-// each family). Shapes around the tiles (4 x 4 and 2 x 2) and the 16-lane
-// steps.
+// each family). Shapes around the tiles (6 x 4 and 2 x 2) and the 16-output
+// panels.
 
 #include "engine/fixed_order_product.h"
 
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -116,20 +117,22 @@ TEST(FixedOrderFamiliesTest, Avx512AndAvx2GiveTheSameBitsAndPortableIsClose) {
       const torch::Tensor x = torch::randn({rows, in});
       const torch::Tensor weight =
           torch::randn({out, in}).to(bf16 ? torch::kBFloat16 : torch::kFloat32);
+      const torch::Tensor packed = PackFixedOrder(weight);
       auto run = [&](void (*family)(const FixedOrderArgs&, int64_t, int64_t)) {
         torch::Tensor y = torch::empty({rows, out});
         FixedOrderArgs args;
         args.x = x.data_ptr<float>();
         args.x_stride = in;
-        args.w = weight.data_ptr();
+        args.w = packed.data_ptr();
         args.w_bf16 = bf16;
-        args.w_stride = in;
+        args.panel_stride = in * 16;
+        args.k_stride = 16;
         args.y = y.data_ptr<float>();
         args.y_stride = out;
         args.rows = rows;
         args.out = out;
         args.in = in;
-        family(args, 0, out);
+        family(args, 0, packed.size(0));
         return y;
       };
       const torch::Tensor avx512 = run(&FixedOrderProductAvx512);
@@ -138,6 +141,49 @@ TEST(FixedOrderFamiliesTest, Avx512AndAvx2GiveTheSameBitsAndPortableIsClose) {
       EXPECT_LT((avx512 - run(&FixedOrderProductPortable)).abs().max().item<double>(), tolerance);
     }
   }
+}
+
+// The ways to hand the product a weight give the same bits: packed at load,
+// packed for the call, packed once and cached, and an (in, out) matrix read
+// in place (16 outputs of an input in a row) or packed.
+TEST_P(FixedOrderProductTest, EveryLayoutGivesTheSameBits) {
+  torch::manual_seed(9);
+  for (const auto& [out, in] : kShapes) {
+    const torch::Tensor weight = Weight(out, in);
+    const torch::Tensor x = torch::randn({11, in});
+    const torch::Tensor expected = FixedOrderLinear(x, weight);
+    EXPECT_TRUE(torch::equal(FixedOrderPackedLinear(x, PackFixedOrder(weight), out), expected));
+    EXPECT_TRUE(torch::equal(FixedOrderCachedLinear(x, weight), expected));
+    EXPECT_TRUE(torch::equal(FixedOrderInputMajorLinear(x, weight.t().contiguous()), expected))
+        << out << " x " << in;
+    EXPECT_TRUE(torch::equal(FixedOrderInputMajorLinear(x, weight.t()), expected));
+  }
+}
+
+TEST(FixedOrderCacheTest, AWeightUpdatedInPlaceIsPackedAgain) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor weight = torch::randn({32, 20});
+  const torch::Tensor x = torch::randn({3, 20});
+  const torch::Tensor before = FixedOrderCachedLinear(x, weight);
+  EXPECT_TRUE(torch::equal(before, FixedOrderLinear(x, weight)));
+  weight.mul_(2);  // an optimizer step's kind of change
+  const torch::Tensor after = FixedOrderCachedLinear(x, weight);
+  EXPECT_TRUE(torch::equal(after, FixedOrderLinear(x, weight)));
+  EXPECT_FALSE(torch::equal(after, before));
+  // A narrowed view is a weight of its own.
+  EXPECT_TRUE(torch::equal(FixedOrderCachedLinear(x, weight.narrow(0, 16, 16)),
+                           FixedOrderLinear(x, weight.narrow(0, 16, 16))));
+}
+
+TEST(FixedOrderPackTest, PadsOutputsToWholePanels) {
+  EXPECT_EQ(PackedFixedOrderShape(17, 5), (std::vector<int64_t>{2, 5, 16}));
+  const torch::Tensor weight = torch::arange(17 * 5, torch::kFloat32).view({17, 5});
+  const torch::Tensor packed = PackFixedOrder(weight);
+  EXPECT_TRUE(IsPackedFixedOrder(packed));
+  EXPECT_EQ(packed[0][2][3].item<float>(), weight[3][2].item<float>());
+  EXPECT_EQ(packed[1][4][0].item<float>(), weight[16][4].item<float>());
+  EXPECT_EQ(packed[1][4][1].item<float>(), 0.0f);
+  EXPECT_THROW(FixedOrderPackedLinear(torch::zeros({1, 5}), packed, 40), c10::Error);
 }
 
 TEST(FixedOrderProductTest, TrainingKeepsLibTorchsDifferentiableProduct) {
