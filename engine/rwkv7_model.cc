@@ -9,7 +9,6 @@
 
 #include <torch/torch.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu_bf16_product.h"

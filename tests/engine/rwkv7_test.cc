@@ -505,18 +505,24 @@ TEST(Rwkv7StateTest, StateSizeIsConstantAndFinite) {
   EXPECT_EQ(long_state.positions, std::vector<int64_t>{10000});
 }
 
+// Two layers at the 0.1B shape's width and low-rank widths.
+Rwkv7Config PublishedWidths() {
+  Rwkv7Config config = SmallConfig(768, 12);
+  config.n_layers = 2;
+  config.w_lora = 64;
+  config.a_lora = 64;
+  config.v_lora = 32;
+  config.g_lora = 128;
+  return config;
+}
+
 // The prefix-state cache resumes a prompt at a chunk boundary and prefills
 // the rest in pieces that end on chunk boundaries (server/prefill_pieces.h);
 // its output is the same bits as a run from the start only if a chunk's
 // numbers do not depend on how many chunks share the engine call. Low-rank
 // widths and width as published (Dv = 32 is the narrowest product), chunk 32.
 TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
-  Rwkv7Config config = SmallConfig(768, 12);  // the 0.1B shape's width
-  config.n_layers = 2;
-  config.w_lora = 64;
-  config.a_lora = 64;
-  config.v_lora = 32;
-  config.g_lora = 128;
+  const Rwkv7Config config = PublishedWidths();
   Rwkv7Checkpoint checkpoint{config, RandomRwkv7Weights(config, 21)};
   constexpr int64_t L = 32;
   const std::vector<int64_t> tokens = RandomTokens(5 * L + 7, config.vocab_size, 21);
@@ -556,12 +562,7 @@ TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
 // multiple of 32): each session's logits and state have the same bits in a
 // batch of three as alone, prefill and decode, in both dtypes.
 TEST(Rwkv7PiecesTest, ABatchGivesEachSessionItsBits) {
-  Rwkv7Config config = SmallConfig(768, 12);
-  config.n_layers = 2;
-  config.w_lora = 64;
-  config.a_lora = 64;
-  config.v_lora = 32;
-  config.g_lora = 128;
+  const Rwkv7Config config = PublishedWidths();
   Rwkv7Checkpoint checkpoint{config, RandomRwkv7Weights(config, 22)};
   constexpr int64_t L = 32;
   constexpr int64_t kSessions = 3, kLength = 2 * L + 5;
