@@ -68,6 +68,7 @@ TEST(CpuBf16ProductTest, ReluSquaredEpilogueIsTheActivationOfTheSums) {
 
 // Each output is summed in one order whatever else is computed: a row alone
 // gets the bits it gets in a batch, and threads change nothing.
+// docs/DESIGN.md, "What is bit-identical", row "one product".
 TEST(CpuBf16ProductTest, EachRowHasTheSameBitsWhateverTheOthersAndThreads) {
   if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   const torch::Tensor packed = PackBf16(torch::randn({4096, 96}).to(torch::kBFloat16));

@@ -516,7 +516,8 @@ Rwkv7Config PublishedWidths() {
   return config;
 }
 
-// The prefix-state cache resumes a prompt at a chunk boundary and prefills
+// docs/DESIGN.md, "What is bit-identical", row "prefill in pieces ending on
+// chunk boundaries". The prefix-state cache resumes a prompt at a chunk boundary and prefills
 // the rest in pieces that end on chunk boundaries (server/prefill_pieces.h);
 // its output is the same bits as a run from the start only if a chunk's
 // numbers do not depend on how many chunks share the engine call. Low-rank

@@ -110,6 +110,8 @@ TEST_F(GenerateTest, PiecesArriveBeforeTheCallEndsAndAreWholeUtf8) {
   EXPECT_TRUE(ValidateUtf8("text", text).ok());
 }
 
+// docs/DESIGN.md, "What is bit-identical", row "decode": a seeded request's
+// tokens alone and inside a batch of 16 are the same.
 TEST_F(GenerateTest, SameSeedSameTokensAloneAndInsideABatchOf16) {
   auto stub = server_->Stub();
   std::vector<v1::GenerateRequest> requests;

@@ -102,6 +102,8 @@ const std::string kPrompt =
 
 class PrefixCacheKindTest : public ::testing::TestWithParam<std::string> {};
 
+// docs/DESIGN.md, "What is bit-identical", row "prefill in pieces ending on
+// chunk boundaries": the warm server's tokens and logprobs are the cold one's.
 TEST_P(PrefixCacheKindTest, ColdAndWarmGiveTheSameTokensAndLogprobs) {
   const std::string model_dir = ModelDirFor(GetParam());
   if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
