@@ -58,7 +58,7 @@ void CheckWeightDtype(const torch::Tensor& w, const char* what) {
 
 // The panels of one product, and G of them `group_stride` values apart.
 struct Panels {
-  const torch::Tensor* w;  // keeps the data alive; float32 or bfloat16
+  const torch::Tensor* w;  // float32 or bfloat16, alive for the call
   int64_t panel_stride;
   int64_t k_stride;
   int64_t group_stride;
