@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -236,14 +237,18 @@ torch::Tensor FixedOrderCachedLinear(const torch::Tensor& x, const torch::Tensor
   TORCH_CHECK(weight.dim() == 2, "FixedOrderCachedLinear: an (out, in) weight, got ",
               weight.sizes());
   static std::mutex mutex;
-  static auto* cache = new std::unordered_map<const void*, CachedPanels>();
+  // Keyed by address and shape: a narrowed view of a weight (the q rows of
+  // a fused qkv) starts where the whole does.
+  using Key = std::tuple<const void*, int64_t, int64_t>;
+  static auto* cache = new std::map<Key, CachedPanels>();
+  const Key key{weight.data_ptr(), weight.size(0), weight.size(1)};
   // A tensor made under InferenceMode counts no versions: it is never
   // updated in place outside it.
   const int64_t version = weight.is_inference() ? 0 : weight._version();
   torch::Tensor packed;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache->find(weight.data_ptr());
+    auto it = cache->find(key);
     if (it != cache->end() && Matches(it->second, weight, version)) {
       packed = it->second.packed;
     } else {
@@ -253,7 +258,7 @@ torch::Tensor FixedOrderCachedLinear(const torch::Tensor& x, const torch::Tensor
       }
       packed = PackFixedOrder(weight);
       cache->insert_or_assign(
-          weight.data_ptr(),
+          key,
           CachedPanels{weight.storage().getWeakStorageImpl(), version, weight.sizes().vec(),
                        weight.strides().vec(), weight.scalar_type(), packed});
     }

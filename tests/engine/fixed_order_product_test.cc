@@ -28,6 +28,9 @@ namespace {
 const std::pair<int64_t, int64_t> kShapes[] = {{1, 1}, {3, 15}, {4, 16}, {5, 17},
                                                {17, 100}, {64, 768}, {35, 64}};
 
+// float32 sums of `in` products of unit normals: a few ulps of sqrt(in).
+double SumTolerance(int64_t in) { return 1e-5 * std::sqrt(static_cast<double>(in)) + 1e-6; }
+
 class FixedOrderProductTest : public ::testing::TestWithParam<torch::ScalarType> {
  protected:
   torch::Tensor Weight(int64_t out, int64_t in) const {
@@ -46,8 +49,7 @@ TEST_P(FixedOrderProductTest, EqualsTheProductInFloat64) {
       const torch::Tensor got = FixedOrderLinear(x, weight);
       ASSERT_EQ(got.sizes(), torch::IntArrayRef({rows, out}));
       EXPECT_EQ(got.scalar_type(), torch::kFloat32);
-      // float32 sums of `in` products of unit normals: a few ulps of sqrt(in).
-      const double tolerance = 1e-5 * std::sqrt(static_cast<double>(in)) + 1e-6;
+      const double tolerance = SumTolerance(in);
       EXPECT_LT((got.to(torch::kFloat64) - expected).abs().max().item<double>(), tolerance)
           << rows << " x " << out << " x " << in;
     }
@@ -137,7 +139,7 @@ TEST(FixedOrderFamiliesTest, Avx512AndAvx2GiveTheSameBitsAndPortableIsClose) {
       };
       const torch::Tensor avx512 = run(&FixedOrderProductAvx512);
       EXPECT_TRUE(torch::equal(avx512, run(&FixedOrderProductAvx2))) << out << " x " << in;
-      const double tolerance = 1e-5 * std::sqrt(static_cast<double>(in)) + 1e-6;
+      const double tolerance = SumTolerance(in);
       EXPECT_LT((avx512 - run(&FixedOrderProductPortable)).abs().max().item<double>(), tolerance);
     }
   }
