@@ -40,8 +40,8 @@
 #include "bench/engine_measure.h"
 #include "client/bench.h"
 #include "client/connection.h"
-#include "engine/language_model.h"
-#include "engine/tokenizer.h"
+#include "engine/model/language_model.h"
+#include "engine/text/tokenizer.h"
 #include "linserve/v1/linserve.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "The running server to measure");

@@ -32,7 +32,7 @@
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
 #include "bench/rwkv7_measure.h"
-#include "engine/language_model.h"
+#include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, kinds, "softmax,linear_elu,linear_softmax,linear_cosine,vq,compressed",

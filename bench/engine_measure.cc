@@ -21,9 +21,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/attention_kernel.h"
-#include "engine/transformer_model.h"
-#include "engine/state.h"
+#include "engine/transformer/attention_kernel.h"
+#include "engine/transformer/transformer_model.h"
+#include "engine/model/state.h"
 
 namespace linserve {
 namespace {

@@ -33,8 +33,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
-#include "engine/cpu_kernels.h"
-#include "engine/fixed_order_product.h"
+#include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/fixed_order_product.h"
 
 ABSL_FLAG(int32_t, repeats, 21, "timed repeats of each product (the median is printed)");
 ABSL_FLAG(int32_t, threads, 1, "LibTorch's intra-op threads");

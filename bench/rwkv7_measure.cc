@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/engine_measure.h"
-#include "engine/huge_page_tensor.h"
-#include "engine/rwkv7.h"
-#include "engine/state.h"
+#include "engine/cpu/huge_page_tensor.h"
+#include "engine/rwkv7/rwkv7.h"
+#include "engine/model/state.h"
 
 namespace linserve {
 namespace {

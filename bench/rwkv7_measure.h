@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/rwkv7_config.h"
+#include "engine/rwkv7/rwkv7_config.h"
 
 namespace linserve {
 

@@ -18,8 +18,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/rwkv7.h"
-#include "engine/rwkv7_config.h"
+#include "engine/rwkv7/rwkv7.h"
+#include "engine/rwkv7/rwkv7_config.h"
 
 ABSL_FLAG(std::string, dtypes, "float32,bfloat16", "compute dtypes, comma-separated");
 ABSL_FLAG(std::string, batches, "1,8,32", "decode batch sizes, comma-separated");

@@ -19,7 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 ABSL_FLAG(std::string, corpus, "../shared/data/tinyshakespeare.txt",
           "English text, repeated up to --megabytes");

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "engine/transformer_model.h"
+#include "engine/transformer/transformer_model.h"
 #include "tests/tiny_model.h"
 
 namespace linserve {

@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/chat_template.h"
-#include "server/http_errors.h"
-#include "server/openai_request.h"
-#include "server/openai_response.h"
-#include "server/request_validation.h"
+#include "server/http/chat_template.h"
+#include "server/http/http_errors.h"
+#include "server/http/openai_request.h"
+#include "server/http/openai_response.h"
+#include "server/requests/request_validation.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/pth_reader.h"
-#include "engine/pth_writer.h"
+#include "engine/formats/pth_reader.h"
+#include "engine/formats/pth_writer.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "engine/sampler.h"
+#include "engine/generation/sampler.h"
 #include "linserve/v1/linserve.pb.h"
-#include "server/request_validation.h"
+#include "server/requests/request_validation.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/safetensors.h"
+#include "engine/formats/safetensors.h"
 
 namespace {
 

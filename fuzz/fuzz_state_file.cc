@@ -17,9 +17,9 @@
 #include <string>
 #include <string_view>
 
-#include "engine/sha256.h"
+#include "engine/base/sha256.h"
 #include "fuzz/fuzz_model.h"
-#include "server/state_file.h"
+#include "server/store/state_file.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/stop_matcher.h"
-#include "engine/utf8_assembler.h"
+#include "engine/text/stop_matcher.h"
+#include "engine/text/utf8_assembler.h"
 
 namespace {
 

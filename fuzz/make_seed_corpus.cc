@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/pth_writer.h"
-#include "engine/safetensors.h"
-#include "engine/zip_writer.h"
+#include "engine/formats/pth_writer.h"
+#include "engine/formats/safetensors.h"
+#include "engine/formats/zip_writer.h"
 #include "fuzz/fuzz_model.h"
 #include "linserve/v1/linserve.pb.h"
-#include "server/state_file.h"
+#include "server/store/state_file.h"
 
 namespace linserve {
 namespace {

@@ -5,7 +5,7 @@
 // tests and fuzz targets that need a real model but not a trained one: it
 // builds in milliseconds and its state file is a few KB.
 
-#include "engine/model_config.h"
+#include "engine/base/model_config.h"
 
 namespace linserve {
 

@@ -20,8 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "server/atomic_file.h"
-#include "server/state_store.h"
+#include "server/store/atomic_file.h"
+#include "server/store/state_store.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"
 

@@ -28,8 +28,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
-#include "server/atomic_file.h"
-#include "server/disk_state_store.h"
+#include "server/store/atomic_file.h"
+#include "server/store/disk_state_store.h"
 #include "tests/crash/save_states.h"
 
 extern char** environ;

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-#include "server/disk_state_store.h"
+#include "server/store/disk_state_store.h"
 #include "tests/crash/save_states.h"
 
 int main(int argc, char** argv) {

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "server/state_file.h"
+#include "server/store/state_file.h"
 
 namespace linserve {
 

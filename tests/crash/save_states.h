@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "server/state_store.h"
+#include "server/store/state_store.h"
 
 namespace linserve {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_config.h"
+#include "engine/base/model_config.h"
 
 namespace linserve {
 

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/safetensors.h"
-#include "engine/sha256.h"
+#include "engine/formats/safetensors.h"
+#include "engine/base/sha256.h"
 #include "nlohmann/json.hpp"
-#include "server/state_file.h"
+#include "server/store/state_file.h"
 
 namespace linserve {
 namespace {

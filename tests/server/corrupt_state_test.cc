@@ -25,11 +25,11 @@
 
 #include <torch/torch.h>
 
-#include "engine/transformer_model.h"
-#include "engine/tokenizer.h"
+#include "engine/transformer/transformer_model.h"
+#include "engine/text/tokenizer.h"
 #include "gtest/gtest.h"
-#include "server/state_file.h"
-#include "server/state_restore.h"
+#include "server/store/state_file.h"
+#include "server/sessions/state_restore.h"
 #include "tests/server/corrupt_state_files.h"
 #include "tests/tiny_model.h"
 

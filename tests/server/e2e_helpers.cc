@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/transformer_model.h"
+#include "engine/transformer/transformer_model.h"
 #include "tests/tiny_model.h"
 
 namespace linserve {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/model_config.h"
+#include "engine/base/model_config.h"
 #include "linserve/v1/linserve.grpc.pb.h"
 
 namespace linserve {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/state_file.h"
+#include "server/store/state_file.h"
 #include "tests/server/corrupt_state_files.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"

@@ -10,11 +10,11 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/transformer_model.h"
-#include "engine/one_shot_generation.h"
-#include "engine/tokenizer.h"
-#include "engine/utf8_assembler.h"
-#include "server/request_validation.h"
+#include "engine/transformer/transformer_model.h"
+#include "engine/generation/one_shot_generation.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/utf8_assembler.h"
+#include "server/requests/request_validation.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"
 

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/language_model.h"
-#include "engine/model_config.h"
+#include "engine/model/language_model.h"
+#include "engine/base/model_config.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"

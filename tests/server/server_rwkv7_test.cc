@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/language_model.h"
-#include "engine/one_shot_generation.h"
-#include "engine/safetensors.h"
+#include "engine/model/language_model.h"
+#include "engine/generation/one_shot_generation.h"
+#include "engine/formats/safetensors.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"

@@ -17,7 +17,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/transformer_model.h"
+#include "engine/transformer/transformer_model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_models.h"
 #include "tools/train/corpus.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/sha256.h"
+#include "engine/base/sha256.h"
 
 namespace linserve {
 

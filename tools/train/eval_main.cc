@@ -17,7 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
-#include "engine/transformer_model.h"
+#include "engine/transformer/transformer_model.h"
 #include "tools/train/corpus.h"
 #include "tools/train/evaluation.h"
 

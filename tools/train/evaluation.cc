@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/transformer_model.h"
+#include "engine/transformer/transformer_model.h"
 #include "tools/train/corpus.h"
 
 namespace linserve {

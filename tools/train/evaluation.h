@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/transformer.h"
+#include "engine/transformer/transformer.h"
 
 namespace linserve {
 

@@ -14,7 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "engine/model_config.h"
+#include "engine/base/model_config.h"
 #include "tools/train/trainer.h"
 
 ABSL_FLAG(std::string, corpus, "", "text corpus; the first 90% of its bytes train, the rest validate");

@@ -10,9 +10,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "engine/language_model.h"
-#include "engine/one_shot_generation.h"
-#include "engine/tokenizer.h"
+#include "engine/model/language_model.h"
+#include "engine/generation/one_shot_generation.h"
+#include "engine/text/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "", "model directory (config.json + model.safetensors)");
 ABSL_FLAG(std::string, prompt, "", "text the completion continues");

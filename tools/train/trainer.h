@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/model_config.h"
+#include "engine/base/model_config.h"
 #include "tools/train/lr_schedule.h"
 
 namespace linserve {

@@ -1,0 +1,77 @@
+#ifndef LINSERVE_ENGINE_GENERATION_H_
+#define LINSERVE_ENGINE_GENERATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/generation/sampler.h"
+#include "engine/text/text_output.h"
+#include "engine/text/tokenizer.h"
+
+namespace linserve {
+
+// Why a generation ended.
+enum class FinishReason {
+  kNone,    // still running
+  kLength,  // max_new_tokens reached
+  kStop,    // a stop sequence matched
+  kEos,     // the model sampled EOS (and ignore_eos is off); never without an EOS id
+};
+
+const char* FinishReasonName(FinishReason reason);
+
+// One request's decode loop minus the model: each step turns logits into a
+// token (Sampler), the token into text (TextOutput) and decides whether the
+// request is over (EOS, stop sequence, max_new_tokens). The caller feeds the
+// returned token back to the model unless the generation has finished.
+// Not thread-safe: one request, one thread at a time.
+class Generation {
+ public:
+  // `params` should have passed ValidateSamplingParams. `prompt` is what the
+  // penalties see before the first generated token (as Hugging Face's
+  // input_ids).
+  Generation(const Tokenizer& tokenizer, SamplingParams params, std::vector<int64_t> prompt);
+
+  struct Step {
+    int64_t token;        // the sampled id
+    std::string text;     // complete UTF-8 that this token released (may be empty)
+    FinishReason finish;  // kNone while the request goes on
+  };
+
+  // Samples the next token from one step's logits (one per vocabulary id),
+  // never one of the tokenizer's never_sampled() ids. Must not be called once
+  // finished().
+  Step Next(absl::Span<const float> logits);
+
+  // Ends a generation from outside (cancellation): the text held back as a
+  // possible stop prefix or an incomplete character.
+  std::string Cancel();
+
+  bool finished() const { return finish_ != FinishReason::kNone; }
+  FinishReason finish_reason() const { return finish_; }
+  int32_t generated_tokens() const { return generated_; }
+  // Prompt tokens followed by the generated ones.
+  const std::vector<int64_t>& history() const { return history_; }
+  Sampler& sampler() { return sampler_; }
+
+ private:
+  // `logits`, or a copy of it with the never_sampled ids at -inf.
+  absl::Span<const float> Sampleable(absl::Span<const float> logits);
+
+  const int64_t eos_id_;  // -1: the vocabulary has none
+  const std::vector<int64_t> never_sampled_;
+  std::vector<float> masked_logits_;  // scratch for Sampleable, reused across steps
+  const int32_t max_new_tokens_;
+  const bool ignore_eos_;
+  Sampler sampler_;
+  TextOutput text_;
+  std::vector<int64_t> history_;
+  int32_t generated_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_GENERATION_H_

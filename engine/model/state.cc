@@ -1,0 +1,202 @@
+#include "engine/model/state.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/formats/safetensors.h"
+#include "engine/base/status_macros.h"
+
+namespace linserve {
+namespace {
+
+constexpr char kPositionKey[] = "position";
+constexpr char kFormatKey[] = "format";
+constexpr char kFormatValue[] = "linserve-state-v1";
+
+// The grown dimension of (B, H, T, d) caches.
+constexpr int64_t kGrowDim = 2;
+
+std::string TensorName(size_t layer, const std::string& name) {
+  return absl::StrCat("layers.", layer, ".", name);
+}
+
+std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
+  std::vector<int64_t> shape = spec.shape;
+  for (int64_t& dim : shape) {
+    if (dim < 0) dim = position;
+  }
+  return shape;
+}
+
+}  // namespace
+
+bool StateLayout::Grows() const {
+  for (const StateTensorSpec& spec : layer) {
+    if (std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end()) return true;
+  }
+  return false;
+}
+
+int64_t StateBytes(const StateLayout& layout, int64_t position) {
+  int64_t bytes = 0;
+  for (const StateTensorSpec& spec : layout.layer) {
+    int64_t numel = 1;
+    for (int64_t dim : ShapeAt(spec, position)) numel *= dim;
+    bytes += numel * static_cast<int64_t>(c10::elementSize(spec.dtype));
+  }
+  return bytes * layout.n_layers;
+}
+
+State StackStates(const std::vector<const State*>& states) {
+  TORCH_CHECK(!states.empty(), "StackStates: no states");
+  State out;
+  for (const State* s : states) {
+    out.positions.insert(out.positions.end(), s->positions.begin(), s->positions.end());
+  }
+  const size_t n_layers = states[0]->layers.size();
+  out.layers.resize(n_layers);
+  for (size_t layer = 0; layer < n_layers; ++layer) {
+    const size_t n_tensors = states[0]->layers[layer].size();
+    for (size_t i = 0; i < n_tensors; ++i) {
+      std::vector<torch::Tensor> parts;
+      int64_t longest = 0;
+      for (const State* s : states) {
+        const torch::Tensor& t = s->layers[layer][i];
+        if (t.dim() > kGrowDim) longest = std::max(longest, t.size(kGrowDim));
+        parts.push_back(t);
+      }
+      const bool ragged = std::any_of(parts.begin(), parts.end(), [&](const torch::Tensor& t) {
+        return t.dim() > kGrowDim && t.size(kGrowDim) != longest;
+      });
+      if (ragged) {  // only growing caches differ in length
+        for (torch::Tensor& t : parts) {
+          t = torch::constant_pad_nd(t, {0, 0, 0, longest - t.size(kGrowDim)});
+        }
+      }
+      out.layers[layer].push_back(torch::cat(parts, 0));
+    }
+  }
+  return out;
+}
+
+std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
+  const std::vector<StateTensorSpec>& specs = layout.layer;
+  std::vector<bool> grows;
+  for (const StateTensorSpec& spec : specs) {
+    grows.push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
+  }
+  std::vector<State> out(batch.positions.size());
+  for (size_t b = 0; b < out.size(); ++b) {
+    const int64_t position = batch.positions[b];
+    out[b].positions = {position};
+    for (const LayerState& layer : batch.layers) {
+      LayerState piece;
+      for (size_t i = 0; i < layer.size(); ++i) {
+        torch::Tensor row = layer[i].narrow(0, b, 1);
+        if (grows[i]) row = row.narrow(kGrowDim, 0, position);
+        piece.push_back(row.clone());
+      }
+      out[b].layers.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+State CloneState(const State& state) {
+  State out;
+  out.positions = state.positions;
+  for (const LayerState& layer : state.layers) {
+    LayerState copy;
+    for (const torch::Tensor& t : layer) copy.push_back(t.clone());
+    out.layers.push_back(std::move(copy));
+  }
+  return out;
+}
+
+State MoveState(const State& state, const torch::Device& device) {
+  State out;
+  out.positions = state.positions;
+  for (const LayerState& layer : state.layers) {
+    LayerState moved;
+    for (const torch::Tensor& t : layer) moved.push_back(t.to(device));
+    out.layers.push_back(std::move(moved));
+  }
+  return out;
+}
+
+std::string SerializeState(const State& state, const StateLayout& layout) {
+  TORCH_CHECK(state.batch_size() == 1, "SerializeState: one session at a time");
+  const int64_t position = state.positions[0];
+  const std::vector<StateTensorSpec>& specs = layout.layer;
+  TensorMap tensors;
+  for (size_t layer = 0; layer < state.layers.size(); ++layer) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      torch::Tensor t = state.layers[layer][i].squeeze(0);
+      // A growing cache may hold spare capacity beyond the position.
+      const std::vector<int64_t>& shape = specs[i].shape;
+      if (std::find(shape.begin(), shape.end(), -1) != shape.end()) {
+        t = t.narrow(kGrowDim - 1, 0, position);
+      }
+      tensors[TensorName(layer, specs[i].name)] = t;
+    }
+  }
+  return SerializeSafetensors(
+      tensors, {{kFormatKey, kFormatValue}, {kPositionKey, absl::StrCat(position)}});
+}
+
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
+                                       const torch::Device& device) {
+  const int64_t n_layers = layout.n_layers;
+  LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(bytes));
+  auto format = contents.metadata.find(kFormatKey);
+  if (format == contents.metadata.end() || format->second != kFormatValue) {
+    return absl::DataLossError(absl::StrCat("state: metadata '", kFormatKey, "' is not '",
+                                            kFormatValue, "'"));
+  }
+  int64_t position = -1;
+  auto pos = contents.metadata.find(kPositionKey);
+  if (pos == contents.metadata.end() || !absl::SimpleAtoi(pos->second, &position) ||
+      position < 0) {
+    return absl::DataLossError("state: metadata 'position' is missing or not a count");
+  }
+  const std::vector<StateTensorSpec>& specs = layout.layer;
+  std::map<std::string, TensorSpec> expected;
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    for (const StateTensorSpec& spec : specs) {
+      expected[TensorName(layer, spec.name)] = {ShapeAt(spec, position), spec.dtype};
+    }
+  }
+  // States written while the sums over positions were float32 hold the same
+  // sums, so they load widened (exactly) to the kernel's float64.
+  for (auto& [name, tensor] : contents.tensors) {
+    auto spec = expected.find(name);
+    if (spec != expected.end() && spec->second.dtype == torch::kFloat64 &&
+        tensor.scalar_type() == torch::kFloat32) {
+      tensor = tensor.to(torch::kFloat64);
+    }
+  }
+  LINSERVE_RETURN_IF_ERROR(CheckTensors(contents.tensors, expected));
+  // Every state a model produces is finite (the kernels take every exponent
+  // against a running maximum and add epsilon to every denominator); a NaN or an
+  // Inf would poison every later token of the session, so it is refused here.
+  for (const auto& [name, tensor] : contents.tensors) {
+    if (tensor.is_floating_point() && !torch::isfinite(tensor).all().item<bool>()) {
+      return absl::DataLossError(absl::StrCat("state: tensor '", name, "' holds NaN or Inf"));
+    }
+  }
+  State state;
+  state.positions = {position};
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    LayerState tensors;
+    for (const StateTensorSpec& spec : specs) {
+      tensors.push_back(contents.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
+    }
+    state.layers.push_back(std::move(tensors));
+  }
+  return state;
+}
+
+}  // namespace linserve

@@ -1,0 +1,436 @@
+#include "engine/rwkv7/rwkv7.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_bf16_product.h"
+#include "engine/cpu/fixed_order_product.h"
+#include "engine/rwkv7/rwkv7_wkv_cpu.h"
+
+namespace linserve {
+namespace {
+
+constexpr double kNormEps = 1e-5;      // every LayerNorm
+constexpr double kGroupNormEps = 64e-5;  // ln_x
+
+// Rows per layer in one pass of the prefill: bounds the activations
+// ((rows, F) floats in channel mixing) whatever the prompt's length.
+constexpr int64_t kPrefillRowsPerPass = 8192;
+
+// x (B, T, C) and the previous call's last row `last` (B, C) -> each row's
+// predecessor (B, T, C).
+torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
+  if (x.size(1) == 1) return last.unsqueeze(1);
+  return torch::cat({last.unsqueeze(1), x.narrow(1, 0, x.size(1) - 1)}, 1);
+}
+
+// x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
+// dtype, or m packed (PackLowRankForCpu). On the CPU, m as it is stored is
+// already the fixed-order product's layout: 16 outputs of one input in a row
+// (engine/fixed_order_product.h), whose bits do not depend on how many rows
+// a call has (the prefix cache's pieces, the decode batch).
+torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
+  if (IsPackedBf16(m)) return PackedBf16Product(m, x);
+  if (CanUseFixedOrder(x, m)) return FixedOrderInputMajorLinear(x, m);
+  return torch::matmul(x.to(m.scalar_type()), m).to(torch::kFloat32);
+}
+
+// The recurrent form, one token for each of B sessions; every input (B, H, N).
+// S (B, H, N, N) <- S diag(w) - (S kk)(kk a)^T + v k^T, the S on the right all
+// the previous one; returns y = S r with the new S, (B, H, N).
+// Products and sums rather than matmul: LibTorch's CPU bmm makes one BLAS
+// call per session and head for these matrix-vector products, which took
+// about a third of a batch-32 decode step (bench/RESULTS.md, RWKV-7). On the
+// CPU the same step runs as one loop over the state (engine/rwkv7_wkv_cpu.h).
+torch::Tensor WkvStep(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
+                      const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                      torch::Tensor& S) {
+  if (S.is_cpu()) return WkvStepCpu(r, w, k, v, kk, a, S);
+  const torch::Tensor s_kk = (S * kk.unsqueeze(-2)).sum(-1, /*keepdim=*/true);  // (B, H, N, 1)
+  S = (S * w.unsqueeze(-2))
+          .addcmul_(v.unsqueeze(-1), k.unsqueeze(-2))
+          .addcmul_(s_kk, (kk * a).unsqueeze(-2), /*value=*/-1);  // (B, H, N, N)
+  return (S * r.unsqueeze(-2)).sum(-1);
+}
+
+// The chunked form of the same recurrence (a generalised delta rule; WY/UT
+// representation). Inside a chunk of L tokens starting from S0, with
+// g_t = w_1 ... w_t per channel and b = kk a, the state divided by the decay,
+// S_t diag(1/g_t), is S0 plus sum_j v_j (k_j/g_j)^T - u_j (b_j/g_j)^T, where
+// u_j = S_{j-1} kk_j. So, with x_j = g_{j-1} kk_j, q_t = g_t r_t:
+//   (I + Mb) U = X S0^T + Mk V     Mk_ji = x_j.(k_i/g_i), Mb_ji = x_j.(b_i/g_i), i < j
+//   Y = Q S0^T + Rk V - Rb U       Rk_tj = q_t.(k_j/g_j), Rb_tj = q_t.(b_j/g_j), j <= t
+//   S_L = S0 diag(g_L) + V^T Kbar - U^T Bbar   Kbar_j = k_j g_L/g_j, Bbar likewise
+// Solving once for [W | Uv] = (I + Mb)^-1 [X | Mk V] makes U = Uv + W S0^T
+// and everything but S0 known for all chunks at once:
+//   Y = (Q - Rb W) S0^T + (Rk V - Rb Uv),  S_L = S0 (diag(g_L) - W^T Bbar) + (V^T Kbar - Uv^T Bbar)
+// and the sequential part is one matrix product per chunk. Each factor g
+// and 1/g is exact to float32 rounding (log-decays summed in float64) and at
+// most e^(0.61 L); every ratio that survives the masks is at most 1.
+// Inputs (B, T, H, N), `log_w` the log-decays; returns y (B, T, H, N).
+torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w,
+                         const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& kk,
+                         const torch::Tensor& a, torch::Tensor& S, int64_t L) {
+  const int64_t B = r.size(0), T = r.size(1), H = r.size(2), N = r.size(3);
+  const int64_t n = (T + L - 1) / L;
+  // (B, T, H, N) -> (n, B*H, L, N), zero-padded to n L tokens: a padded token
+  // has decay 1 (log 0) and zero keys and values, so it changes nothing.
+  // Always a contiguous copy: with B = 1 the reshape could be a strided view,
+  // and a product over another layout may take another BLAS path, so a
+  // session alone would not get its bits in a batch.
+  auto chunks = [&](const torch::Tensor& x) {
+    torch::Tensor t = x;
+    if (n * L != T) t = torch::constant_pad_nd(t, {0, 0, 0, 0, 0, n * L - T});
+    return t.view({B, n, L, H, N}).permute({1, 0, 3, 2, 4}).reshape({n, B * H, L, N}).contiguous();
+  };
+  const torch::Tensor rc = chunks(r), kc = chunks(k), vc = chunks(v), kkc = chunks(kk);
+  const torch::Tensor bc = chunks(kk * a);
+  const torch::Tensor lw = chunks(log_w).to(torch::kFloat64);
+  const torch::Tensor cum = lw.cumsum(2);                     // log g_t      (n, BH, L, N)
+  const torch::Tensor total = cum.narrow(2, L - 1, 1);        // log g_L      (n, BH, 1, N)
+  auto exp32 = [](const torch::Tensor& t) { return t.exp().to(torch::kFloat32); };
+  const torch::Tensor inv_g = exp32(cum.neg());
+  const torch::Tensor x = kkc * exp32(cum - lw);              // g_{t-1} kk_t
+  const torch::Tensor q = rc * exp32(cum);                    // g_t r_t
+  const torch::Tensor tail = exp32(total - cum);              // g_L / g_t
+  // [X; Q] [K/g; B/g]^T: the four (L, L) blocks Mk, Mb, Rk, Rb at once.
+  const torch::Tensor scores = torch::matmul(torch::cat({x, q}, 2),
+                                             torch::cat({kc * inv_g, bc * inv_g}, 2).transpose(2, 3));
+  const torch::Tensor mk = scores.narrow(2, 0, L).narrow(3, 0, L).tril(-1);
+  const torch::Tensor mb = scores.narrow(2, 0, L).narrow(3, L, L);  // only its strict lower part is read
+  const torch::Tensor rk = scores.narrow(2, L, L).narrow(3, 0, L).tril();
+  const torch::Tensor rb = scores.narrow(2, L, L).narrow(3, L, L).tril();
+  const torch::Tensor wu = torch::linalg_solve_triangular(
+      mb, torch::cat({x, torch::matmul(mk, vc)}, 3), /*upper=*/false, /*left=*/true,
+      /*unitriangular=*/true);                                // [W | Uv] (n, BH, L, 2N)
+  const torch::Tensor w_s0 = wu.narrow(3, 0, N), uv = wu.narrow(3, N, N);
+  const torch::Tensor q_s0 = q - torch::matmul(rb, w_s0);                           // (n, BH, L, N)
+  const torch::Tensor y_in = torch::matmul(rk, vc) - torch::matmul(rb, uv);         // (n, BH, L, N)
+  const torch::Tensor bbar = bc * tail;
+  const torch::Tensor decay = torch::diag_embed(exp32(total).squeeze(2)) -
+                              torch::matmul(w_s0.transpose(2, 3), bbar);   // (n, BH, N, N)
+  const torch::Tensor add = torch::matmul(vc.transpose(2, 3), kc * tail) -
+                            torch::matmul(uv.transpose(2, 3), bbar);       // (n, BH, N, N)
+  torch::Tensor s = S.reshape({B * H, N, N});
+  std::vector<torch::Tensor> y(n);
+  for (int64_t c = 0; c < n; ++c) {
+    y[c] = torch::baddbmm(y_in[c], q_s0[c], s.transpose(1, 2));  // (BH, L, N)
+    s = torch::baddbmm(add[c], s, decay[c]);
+  }
+  S = s.view({B, H, N, N});
+  return torch::stack(y)                                  // (n, BH, L, N)
+      .view({n, B, H, L, N})
+      .permute({1, 0, 3, 2, 4})                           // (B, n, L, H, N)
+      .reshape({B, n * L, H, N})
+      .narrow(1, 0, T);
+}
+
+// True when the bfloat16 matrix `m`, read as (out, in) (`transposed`: as
+// (in, out)), can take PackBf16's layout on this CPU.
+bool CanPackForCpu(const torch::Tensor& m, bool transposed) {
+  if (!m.defined() || !m.is_cpu() || m.dim() != 2 || m.scalar_type() != torch::kBFloat16 ||
+      !HasCpuBf16Product()) {
+    return false;
+  }
+  return transposed ? CanPackBf16(m.size(1), m.size(0)) : CanPackBf16(m.size(0), m.size(1));
+}
+
+bool IsMatrix(const std::string& name, const torch::Tensor& p) {
+  const std::string leaf = name.substr(name.rfind('.') + 1);
+  if (leaf == "weight") return p.dim() == 2;
+  return leaf.size() == 2 && std::string("wavg").find(leaf[0]) != std::string::npos &&
+         (leaf[1] == '1' || leaf[1] == '2');
+}
+
+}  // namespace
+
+std::vector<StateTensorSpec> Rwkv7StateSpec(const Rwkv7Config& config) {
+  return {{kRwkv7AttShift, {config.d_model}, torch::kFloat32},
+          {kRwkv7FfnShift, {config.d_model}, torch::kFloat32},
+          {kRwkv7Wkv, {config.n_heads, config.head_size, config.head_size}, torch::kFloat32}};
+}
+
+Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype) : out_(out) {
+  weight = register_parameter("weight", torch::zeros({out, in}, dtype), /*requires_grad=*/false);
+}
+
+int64_t Rwkv7LinearImpl::CpuBytes() const {
+  if (CanPackForCpu(weight, /*transposed=*/false) ||
+      (weight.scalar_type() != torch::kFloat32 && weight.scalar_type() != torch::kBFloat16)) {
+    return weight.numel() * static_cast<int64_t>(weight.element_size());
+  }
+  int64_t values = 1;
+  for (int64_t size : PackedFixedOrderShape(weight.size(0), weight.size(1))) values *= size;
+  return values * static_cast<int64_t>(weight.element_size());
+}
+
+void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
+  torch::NoGradGuard no_grad;
+  if (!weight.is_cpu() || weight.dim() != 2) return;
+  if (CanPackForCpu(weight, /*transposed=*/false)) {
+    weight.set_data(PackBf16(
+        weight, arena.Take(PackedBf16Shape(weight.size(0), weight.size(1)), torch::kBFloat16)));
+  } else if (weight.scalar_type() == torch::kFloat32 ||
+             weight.scalar_type() == torch::kBFloat16) {
+    weight.set_data(PackFixedOrder(
+        weight, arena.Take(PackedFixedOrderShape(weight.size(0), weight.size(1)),
+                           weight.scalar_type())));
+  } else {
+    weight.set_data(arena.Take(weight.sizes().vec(), weight.scalar_type()).copy_(weight));
+  }
+}
+
+torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
+  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x, Bf16Epilogue::kReluSquared);
+  return torch::relu(forward(x)).square();
+}
+
+torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
+  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
+  // On the CPU every row count, from batch-1 decode to a long prefill, goes
+  // through one product with a fixed order per output: a row's bits never
+  // depend on the rows around it, and a one-row call reads the weight once
+  // rather than repacking it for the BLAS (engine/fixed_order_product.h).
+  if (CanUseFixedOrder(x, weight)) {
+    if (IsPackedFixedOrder(weight)) return FixedOrderPackedLinear(x, weight, out_);
+    return FixedOrderLinear(x, weight);
+  }
+  return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
+}
+
+Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype)
+    : layer_(layer), n_heads_(c.n_heads), head_size_(c.head_size) {
+  const int64_t C = c.d_model;
+  auto vector = [&](const char* name) {
+    return register_parameter(name, torch::zeros({C}), /*requires_grad=*/false);
+  };
+  auto matrix = [&](const char* name, int64_t rows, int64_t cols) {
+    return register_parameter(name, torch::zeros({rows, cols}, dtype), /*requires_grad=*/false);
+  };
+  x_r = vector("x_r");
+  x_w = vector("x_w");
+  x_k = vector("x_k");
+  x_v = vector("x_v");
+  x_a = vector("x_a");
+  x_g = vector("x_g");
+  receptance = register_module("receptance", Rwkv7Linear(C, C, dtype));
+  key = register_module("key", Rwkv7Linear(C, C, dtype));
+  value = register_module("value", Rwkv7Linear(C, C, dtype));
+  output = register_module("output", Rwkv7Linear(C, C, dtype));
+  w0 = vector("w0");
+  w1 = matrix("w1", C, c.w_lora);
+  w2 = matrix("w2", c.w_lora, C);
+  a0 = vector("a0");
+  a1 = matrix("a1", C, c.a_lora);
+  a2 = matrix("a2", c.a_lora, C);
+  if (layer > 0) {
+    v0 = vector("v0");
+    v1 = matrix("v1", C, c.v_lora);
+    v2 = matrix("v2", c.v_lora, C);
+  }
+  g1 = matrix("g1", C, c.g_lora);
+  g2 = matrix("g2", c.g_lora, C);
+  k_k = vector("k_k");
+  k_a = vector("k_a");
+  r_k = register_parameter("r_k", torch::zeros({c.n_heads, c.head_size}), false);
+  ln_x = register_module(
+      "ln_x", torch::nn::GroupNorm(torch::nn::GroupNormOptions(c.n_heads, C).eps(kGroupNormEps)));
+}
+
+std::vector<Rwkv7LinearImpl*> Rwkv7TimeMixImpl::Linears() {
+  return {receptance.get(), key.get(), value.get(), output.get()};
+}
+
+void Rwkv7TimeMixImpl::PackLowRankForCpu() {
+  torch::NoGradGuard no_grad;
+  // Used as x m: packed from m^T for the bfloat16 product; as stored, (in,
+  // out) row by row, for the fixed-order one.
+  for (torch::Tensor* m : {&w1, &w2, &a1, &a2, &v1, &v2, &g1, &g2}) {
+    if (CanPackForCpu(*m, /*transposed=*/true)) m->set_data(PackBf16(m->t()));
+  }
+}
+
+torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& x, torch::Tensor& v_first,
+                                        torch::Tensor& shift, torch::Tensor& wkv, int64_t chunk) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_heads_, N = head_size_;
+  const torch::Tensor delta = Previous(x, shift) - x;
+  shift = x.select(1, T - 1).contiguous();
+  const torch::Tensor mixes = torch::stack({x_r, x_w, x_k, x_v, x_a, x_g});   // (6, C)
+  const std::vector<torch::Tensor> m =
+      torch::addcmul(x.unsqueeze(2), delta.unsqueeze(2), mixes).unbind(2);   // 6 x (B, T, C)
+  const torch::Tensor& xr = m[0], &xw = m[1], &xk = m[2], &xv = m[3], &xa = m[4], &xg = m[5];
+
+  const torch::Tensor r = receptance(xr);
+  torch::Tensor k = key(xk);
+  torch::Tensor v = value(xv);
+  // log of the decay: w = exp(-e^-0.5 sigmoid(.)), in (e^-0.61, 1).
+  const torch::Tensor log_w =
+      torch::sigmoid(LowRank(torch::tanh(LowRank(xw, w1)), w2) + w0) * -std::exp(-0.5);
+  const torch::Tensor a = torch::sigmoid(LowRank(LowRank(xa, a1), a2) + a0);
+  const torch::Tensor g = LowRank(torch::sigmoid(LowRank(xg, g1)), g2);
+  if (layer_ == 0) {
+    v_first = v;
+  } else {
+    v = torch::lerp(v, v_first, torch::sigmoid(LowRank(LowRank(xv, v1), v2) + v0));
+  }
+  const torch::Tensor kk = torch::nn::functional::normalize(
+      (k * k_k).view({B, T, H, N}),
+      torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-12));     // (B, T, H, N)
+  k = k * (1 + (a - 1) * k_a);
+
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, N}); };
+  torch::Tensor y;                                                          // (B, T, H, N)
+  if (chunk == 0) {
+    auto step = [&](const torch::Tensor& t) { return t.view({B, H, N}); };
+    const torch::Tensor out =
+        WkvStep(step(r), step(log_w.exp()), step(k), step(v), step(kk), step(a), wkv);
+    if (wkv.is_cpu()) {
+      return output(WkvOutputCpu(out, step(r), step(k), step(v), r_k, g.view({B, C}),
+                                 ln_x->weight, ln_x->bias, kGroupNormEps)
+                        .view({B, T, C}));
+    }
+    y = out.view({B, T, H, N});
+  } else {
+    y = WkvChunked(heads(r), heads(log_w), heads(k), heads(v), kk, heads(a), wkv, chunk);
+  }
+  y = ln_x(y.reshape({B * T, C})).view({B, T, H, N});
+  y = y + (heads(r) * heads(k) * r_k).sum(-1, /*keepdim=*/true) * heads(v);
+  return output(y.view({B, T, C}) * g);
+}
+
+Rwkv7ChannelMixImpl::Rwkv7ChannelMixImpl(const Rwkv7Config& c, torch::ScalarType dtype) {
+  x_k = register_parameter("x_k", torch::zeros({c.d_model}), /*requires_grad=*/false);
+  key = register_module("key", Rwkv7Linear(c.d_model, c.ffn_size, dtype));
+  value = register_module("value", Rwkv7Linear(c.ffn_size, c.d_model, dtype));
+}
+
+torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& x, torch::Tensor& shift) {
+  const torch::Tensor xk = torch::addcmul(x, Previous(x, shift) - x, x_k);
+  shift = x.select(1, x.size(1) - 1).contiguous();
+  return value(key->ReluSquared(xk));
+}
+
+Rwkv7BlockImpl::Rwkv7BlockImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype) {
+  auto norm = [&] {
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}).eps(kNormEps));
+  };
+  if (layer == 0 && c.pre_norm) ln0 = register_module("ln0", norm());
+  ln1 = register_module("ln1", norm());
+  ln2 = register_module("ln2", norm());
+  att = register_module("att", Rwkv7TimeMix(c, layer, dtype));
+  ffn = register_module("ffn", Rwkv7ChannelMix(c, dtype));
+}
+
+torch::Tensor Rwkv7BlockImpl::forward(const torch::Tensor& x, torch::Tensor& v_first,
+                                      LayerState& state, int64_t chunk) {
+  torch::Tensor h = x + att(ln1(x), v_first, state[0], state[2], chunk);
+  return h + ffn(ln2(h), state[1]);
+}
+
+Rwkv7Impl::Rwkv7Impl(const Rwkv7Config& c, const Rwkv7Options& options)
+    : config_(c), options_(options) {
+  TORCH_CHECK(options.chunk_size >= 1 && options.chunk_size <= 64,
+              "Rwkv7: chunk_size must be in [1, 64], got ", options.chunk_size);
+  emb = register_module("emb", torch::nn::Embedding(torch::nn::EmbeddingOptions(
+                                   c.vocab_size, c.d_model)._weight(
+                                   torch::zeros({c.vocab_size, c.d_model}, options.dtype))));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Rwkv7Block(c, i, options.dtype));
+  ln_out = register_module(
+      "ln_out", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}).eps(kNormEps)));
+  head = register_module("head", Rwkv7Linear(c.d_model, c.vocab_size, options.dtype));
+  for (auto& p : parameters()) p.set_requires_grad(false);
+}
+
+void Rwkv7Impl::LoadWeights(const TensorMap& weights) {
+  torch::NoGradGuard no_grad;
+  auto params = named_parameters();
+  TORCH_CHECK(params.size() == weights.size(), "Rwkv7: ", weights.size(),
+              " weights for ", params.size(), " parameters");
+  for (auto& item : params) {
+    auto it = weights.find(item.key());
+    TORCH_CHECK(it != weights.end(), "Rwkv7: no weight for '", item.key(), "'");
+    TORCH_CHECK(it->second.sizes() == item.value().sizes(), "Rwkv7: weight '", item.key(),
+                "' has shape ", it->second.sizes(), ", expected ", item.value().sizes());
+    TORCH_CHECK(IsMatrix(item.key(), item.value()) ||
+                    item.value().scalar_type() == torch::kFloat32,
+                "Rwkv7: '", item.key(), "' should be float32");
+    item.value().copy_(it->second);
+  }
+}
+
+void Rwkv7Impl::PackForCpu() {
+  if (!device().is_cpu()) return;
+  std::vector<Rwkv7LinearImpl*> linears;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    Rwkv7BlockImpl& block = blocks->at<Rwkv7BlockImpl>(i);
+    for (Rwkv7LinearImpl* linear : block.att->Linears()) linears.push_back(linear);
+    linears.push_back(block.ffn->key.get());
+    linears.push_back(block.ffn->value.get());
+    block.att->PackLowRankForCpu();
+  }
+  linears.push_back(head.get());
+  std::vector<int64_t> bytes;
+  for (const Rwkv7LinearImpl* linear : linears) bytes.push_back(linear->CpuBytes());
+  HugePageArena arena(bytes);
+  for (Rwkv7LinearImpl* linear : linears) linear->PackForCpu(arena);
+}
+
+State Rwkv7Impl::NewState(int64_t batch) const {
+  State state;
+  for (int64_t i = 0; i < config_.n_layers; ++i) {
+    LayerState layer;
+    for (const StateTensorSpec& spec : Rwkv7StateSpec(config_)) {
+      std::vector<int64_t> shape = {batch};
+      shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
+      layer.push_back(torch::zeros(shape, torch::TensorOptions(spec.dtype).device(device())));
+    }
+    state.layers.push_back(std::move(layer));
+  }
+  state.positions.assign(batch, 0);
+  return state;
+}
+
+torch::Tensor Rwkv7Impl::Forward(const torch::Tensor& tokens, State& state, int64_t chunk) {
+  torch::Tensor x = emb(tokens).to(torch::kFloat32);  // (B, T, C)
+  auto first = blocks->at<Rwkv7BlockImpl>(0).ln0;
+  if (!first.is_empty()) x = first(x);
+  torch::Tensor v_first;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    x = blocks->at<Rwkv7BlockImpl>(i).forward(x, v_first, state.layers[i], chunk);
+  }
+  return head(ln_out(x.select(1, x.size(1) - 1)));    // (B, V)
+}
+
+torch::Tensor Rwkv7Impl::ForwardStep(const torch::Tensor& tokens, State& state) {
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == state.batch_size(),
+              "Rwkv7::ForwardStep: tokens ", tokens.sizes(), " for a batch of ",
+              state.batch_size());
+  torch::NoGradGuard no_grad;
+  torch::Tensor logits = Forward(tokens.unsqueeze(1), state, /*chunk=*/0);
+  for (int64_t& p : state.positions) ++p;
+  return logits;
+}
+
+torch::Tensor Rwkv7Impl::ForwardPrefill(const torch::Tensor& tokens, State& state) {
+  TORCH_CHECK(tokens.dim() == 2 && tokens.size(0) == state.batch_size() && tokens.size(1) > 0,
+              "Rwkv7::ForwardPrefill: tokens ", tokens.sizes(), " for a batch of ",
+              state.batch_size());
+  torch::NoGradGuard no_grad;
+  const int64_t B = tokens.size(0), T = tokens.size(1), L = options_.chunk_size;
+  const int64_t pass = std::max<int64_t>(L, kPrefillRowsPerPass / B / L * L);
+  // The layers replace the state's tensors, never write into them, so a
+  // caller's copy of the old ones stays intact.
+  torch::Tensor logits;
+  for (int64_t start = 0; start < T; start += pass) {
+    logits = Forward(tokens.narrow(1, start, std::min(pass, T - start)), state, L);
+  }
+  for (int64_t& p : state.positions) p += T;
+  return logits;
+}
+
+}  // namespace linserve

@@ -1,0 +1,142 @@
+#include "server/common/metrics.h"
+
+#include <vector>
+
+namespace linserve {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Latency buckets from 1 ms to 60 s: a decode step on the CPU is a few ms,
+// a long prefill or a queued request seconds.
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+// Saves and restores of a few hundred KB take well under a millisecond to
+// tens of milliseconds (fsync).
+Histogram::BucketBoundaries StoreBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+}
+
+Histogram::BucketBoundaries BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  prometheus::Registry& r = *registry_;
+  requests_ = &BuildCounter()
+                   .Name("linserve_requests_total")
+                   .Help("Finished requests by method, status code (gRPC's names) and "
+                         "protocol (grpc, http)")
+                   .Register(r);
+  rejections_ = &BuildCounter()
+                     .Name("linserve_rejections_total")
+                     .Help("Requests refused before any work, by reason")
+                     .Register(r);
+  auto histogram = [&r](const char* name, const char* help, Histogram::BucketBoundaries buckets) {
+    return &BuildHistogram().Name(name).Help(help).Register(r).Add({}, std::move(buckets));
+  };
+  // One series per protocol, both made now so that dashboards see zeros.
+  auto per_protocol = [&r](const char* name, const char* help) {
+    prometheus::Family<Histogram>& family = BuildHistogram().Name(name).Help(help).Register(r);
+    PerProtocol out;
+    for (Protocol p : {Protocol::kGrpc, Protocol::kHttp}) {
+      out[Index(p)] = &family.Add({{"protocol", ProtocolName(p)}}, LatencyBuckets());
+    }
+    return out;
+  };
+  ttft_ = per_protocol("linserve_time_to_first_token_seconds",
+                       "Generate or a completion: from arrival to the first sampled token");
+  tpot_ = per_protocol("linserve_time_per_output_token_seconds",
+                       "Generate or a completion: mean time between sampled tokens after "
+                       "the first");
+  e2e_ = per_protocol("linserve_request_duration_seconds",
+                      "Generate or a completion: from arrival to the last message");
+  queue_time_ = per_protocol("linserve_queue_time_seconds",
+                             "Generate or a completion: from arrival to admission into the batch");
+  batch_size_ = histogram("linserve_batch_size", "Sessions in each batched decode step",
+                          BatchBuckets());
+  save_ = histogram("linserve_session_save_seconds",
+                    "Writing one session's state file to the store", StoreBuckets());
+  restore_ = histogram("linserve_session_restore_seconds",
+                       "Reading one session's state back from the store", StoreBuckets());
+  prompt_tokens_ = &BuildCounter()
+                        .Name("linserve_prompt_tokens_total")
+                        .Help("Tokens prefilled (prompts, pending tokens, BOS)")
+                        .Register(r)
+                        .Add({});
+  generated_tokens_ = &BuildCounter()
+                           .Name("linserve_generated_tokens_total")
+                           .Help("Tokens sampled")
+                           .Register(r)
+                           .Add({});
+  queue_depth_ = &BuildGauge()
+                      .Name("linserve_queue_depth")
+                      .Help("Generate requests waiting for admission")
+                      .Register(r)
+                      .Add({});
+  active_requests_ = &BuildGauge()
+                          .Name("linserve_active_requests")
+                          .Help("Generate requests admitted and not yet finished")
+                          .Register(r)
+                          .Add({});
+  paused_requests_ = &BuildGauge()
+                          .Name("linserve_paused_requests")
+                          .Help("Generate requests paused until their stream's reader catches up")
+                          .Register(r)
+                          .Add({});
+  open_streams_ = &BuildGauge()
+                       .Name("linserve_open_streams")
+                       .Help("Generate, ExportSession and ImportSession streams open")
+                       .Register(r)
+                       .Add({});
+  state_bytes_ = &BuildGauge()
+                      .Name("linserve_state_bytes_per_session")
+                      .Help("Bytes of one session's recurrent state; for the softmax "
+                            "baseline, whose cache grows, the mean over sessions in memory")
+                      .Register(r)
+                      .Add({});
+  resident_state_bytes_ = &BuildGauge()
+                               .Name("linserve_resident_state_bytes")
+                               .Help("Bytes of the session states held in memory")
+                               .Register(r)
+                               .Add({});
+  auto counter = [&r](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  prefix_lookups_ = counter("linserve_prefix_cache_lookups_total",
+                            "Prompts that looked for a cached prefix state");
+  prefix_hits_ = counter("linserve_prefix_cache_hits_total",
+                         "Prompts that resumed from a cached prefix state");
+  prefix_hit_tokens_ = counter("linserve_prefix_cache_hit_tokens_total",
+                               "Prompt tokens not prefilled thanks to a cached prefix state");
+  prefix_evictions_ = counter("linserve_prefix_cache_evictions_total",
+                              "Prefix states dropped to stay within --prefix_cache_bytes");
+  prefix_bytes_ = &BuildGauge()
+                       .Name("linserve_prefix_cache_bytes")
+                       .Help("Bytes of the prefix states the cache holds")
+                       .Register(r)
+                       .Add({});
+  auto& sessions = BuildGauge()
+                       .Name("linserve_sessions")
+                       .Help("Sessions by where their state is: device, host or store")
+                       .Register(r);
+  sessions_device_ = &sessions.Add({{"place", "device"}});
+  sessions_host_ = &sessions.Add({{"place", "host"}});
+  sessions_store_ = &sessions.Add({{"place", "store"}});
+}
+
+void Metrics::CountRequest(const std::string& method, const std::string& code,
+                           const std::string& protocol) {
+  requests_->Add({{"method", method}, {"code", code}, {"protocol", protocol}}).Increment();
+}
+
+void Metrics::CountRejection(const std::string& reason) {
+  rejections_->Add({{"reason", reason}}).Increment();
+}
+
+}  // namespace linserve

@@ -1,0 +1,170 @@
+// ExportSession and ImportSession: a session's state file streamed in chunks.
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc/generate_stream.h"
+#include "server/grpc/service.h"
+#include "server/store/state_file.h"
+
+namespace linserve {
+namespace {
+
+// Streams one state file in chunks of at most max_state_chunk_bytes.
+class ExportStream : public grpc::ServerWriteReactor<v1::StateChunk> {
+ public:
+  ExportStream(LinserveService* service) : service_(service) {}
+
+  // Called once, from the scheduler's thread, with the file or the error.
+  void Begin(absl::StatusOr<std::string> file) {
+    if (!file.ok()) return Done(ToGrpcStatus(file.status()));
+    file_ = *std::move(file);
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Done(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+  void Hold(StreamLimit::Ticket ticket) { ticket_ = std::move(ticket); }
+
+ private:
+  void WriteNext() {
+    if (offset_ >= file_.size()) return Done(grpc::Status::OK);
+    const size_t n = std::min<size_t>(service_->options().max_state_chunk_bytes,
+                                      file_.size() - offset_);
+    chunk_.set_data(file_.substr(offset_, n));
+    offset_ += n;
+    StartWrite(&chunk_);
+  }
+  void Done(const grpc::Status& status) {
+    service_->Count("ExportSession", status);
+    Finish(status);
+  }
+
+  LinserveService* const service_;
+  std::string file_;
+  size_t offset_ = 0;
+  v1::StateChunk chunk_;
+  StreamLimit::Ticket ticket_;
+};
+
+// Collects the chunks, checks the whole file, then hands it to the scheduler.
+class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
+ public:
+  ImportStream(LinserveService* service, std::string tenant, v1::Session* response,
+               StreamLimit::Ticket ticket)
+      : service_(service),
+        tenant_(std::move(tenant)),
+        response_(response),
+        ticket_(std::move(ticket)) {
+    StartRead(&chunk_);
+  }
+
+  void OnReadDone(bool ok) override {
+    const ServiceOptions& options = service_->options();
+    if (ok) {
+      if (chunk_.data().size() > static_cast<size_t>(options.max_state_chunk_bytes)) {
+        return Done(absl::InvalidArgumentError(
+            absl::StrCat("data is ", chunk_.data().size(), " bytes; a chunk holds at most ",
+                         options.max_state_chunk_bytes)));
+      }
+      if (file_.size() + chunk_.data().size() > static_cast<size_t>(options.scheduler.max_state_bytes)) {
+        return Done(absl::ResourceExhaustedError(
+            absl::StrCat("the state file exceeds max_state_bytes = ",
+                         options.scheduler.max_state_bytes)));
+      }
+      file_ += chunk_.data();
+      StartRead(&chunk_);
+      return;
+    }
+    // The client closed its side: the file is whole.
+    Scheduler* scheduler = service_->scheduler();
+    absl::StatusOr<SessionRecord> record = DecodeStateFileOfModel(
+        file_, options.scheduler.max_state_bytes, scheduler->model_facts().fingerprint);
+    if (!record.ok()) return Done(record.status());
+    scheduler->ImportSession(tenant_, *std::move(record),
+                             [this](absl::StatusOr<SessionInfo> info) {
+                               if (info.ok()) {
+                                 response_->set_id(info->id);
+                                 response_->set_position(info->position);
+                                 response_->set_state_bytes(info->state_bytes);
+                                 response_->set_created_unix_ms(info->created_unix_ms);
+                                 response_->set_last_used_unix_ms(info->last_used_unix_ms);
+                               }
+                               Done(info.status());
+                             });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Done(const absl::Status& status) {
+    const grpc::Status grpc_status = ToGrpcStatus(status);
+    service_->Count("ImportSession", grpc_status);
+    Finish(grpc_status);
+  }
+
+  LinserveService* const service_;
+  const std::string tenant_;
+  v1::Session* const response_;
+  v1::StateChunk chunk_;
+  std::string file_;
+  StreamLimit::Ticket ticket_;
+};
+
+// Answers a stream opened past --max_open_streams, or before the model is
+// loaded, without reading anything.
+class RefuseImport : public grpc::ServerReadReactor<v1::StateChunk> {
+ public:
+  explicit RefuseImport(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
+    grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) {
+  auto* stream = new ExportStream(this);
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  if (!ticket.ok()) {
+    stream->Begin(ticket.status());
+    return stream;
+  }
+  stream->Hold(*std::move(ticket));
+  Scheduler* scheduler = this->scheduler();
+  if (scheduler == nullptr) {
+    stream->Begin(absl::UnavailableError("the model is still loading; retry shortly"));
+    return stream;
+  }
+  absl::Status valid = ValidateSessionId("session_id", request->session_id());
+  if (!valid.ok()) {
+    stream->Begin(valid);
+    return stream;
+  }
+  scheduler->ExportSession(TenantOf(*context), request->session_id(),
+                           [stream](absl::StatusOr<std::string> file) {
+                             stream->Begin(std::move(file));
+                           });
+  return stream;
+}
+
+grpc::ServerReadReactor<v1::StateChunk>* LinserveService::ImportSession(
+    grpc::CallbackServerContext* context, v1::Session* response) {
+  if (scheduler() == nullptr) {
+    const grpc::Status status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+    Count("ImportSession", status);
+    return new RefuseImport(status);
+  }
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  if (!ticket.ok()) {
+    const grpc::Status status = ToGrpcStatus(ticket.status());
+    Count("ImportSession", status);
+    return new RefuseImport(status);
+  }
+  return new ImportStream(this, TenantOf(*context), response, *std::move(ticket));
+}
+
+}  // namespace linserve

@@ -1,0 +1,364 @@
+#include "server/http/openai_request.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+
+namespace linserve {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Invalid(absl::string_view message) {
+  return absl::InvalidArgumentError(std::string(message));
+}
+
+// The body's fields, read one at a time; what is left afterwards was not
+// understood.
+class Fields {
+ public:
+  explicit Fields(const Json& body) : body_(body) {}
+
+  // The field, or null when absent or JSON null (OpenAI clients send nulls
+  // for unset fields).
+  const Json* Get(const std::string& name) {
+    seen_.insert(name);
+    const auto it = body_.find(name);
+    if (it == body_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  absl::Status Number(const std::string& name, std::function<void(float)> set) {
+    const Json* v = Get(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number()) return Invalid(absl::StrCat(name, " must be a number"));
+    set(v->get<float>());
+    return absl::OkStatus();
+  }
+
+  absl::Status Integer(const std::string& name, int64_t min, int64_t max,
+                       std::function<void(int64_t)> set) {
+    const Json* v = Get(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number_integer()) return Invalid(absl::StrCat(name, " must be an integer"));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
+      return Invalid(
+          absl::StrCat(name, " = ", v->get<uint64_t>(), " is outside [", min, ", ", max, "]"));
+    }
+    const int64_t value = v->get<int64_t>();
+    if (value < min || value > max) {
+      return Invalid(absl::StrCat(name, " = ", value, " is outside [", min, ", ", max, "]"));
+    }
+    set(value);
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(const std::string& name, bool* out) {
+    const Json* v = Get(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_boolean()) return Invalid(absl::StrCat(name, " must be true or false"));
+    *out = v->get<bool>();
+    return absl::OkStatus();
+  }
+
+  absl::Status String(const std::string& name, std::string* out) {
+    const Json* v = Get(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_string()) return Invalid(absl::StrCat(name, " must be a string"));
+    *out = v->get<std::string>();
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> Unread() const {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : body_.items()) {
+      if (!seen_.contains(name)) out.push_back(name);
+    }
+    return out;
+  }
+
+ private:
+  const Json& body_;
+  absl::flat_hash_set<std::string> seen_;
+};
+
+// Fields that would change the result but are not supported: refused, not
+// ignored, so a client never silently gets something else.
+absl::Status RefuseUnsupported(Fields& f) {
+  int64_t n = 1;
+  LINSERVE_RETURN_IF_ERROR(f.Integer("n", 1, 1, [&](int64_t v) { n = v; }));
+  LINSERVE_RETURN_IF_ERROR(f.Integer("best_of", 1, 1, [](int64_t) {}));
+  bool echo = false;
+  LINSERVE_RETURN_IF_ERROR(f.Bool("echo", &echo));
+  if (echo) return Invalid("echo = true is not supported");
+  if (const Json* suffix = f.Get("suffix"); suffix != nullptr && suffix->dump() != "\"\"") {
+    return Invalid("suffix is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    const Json* v = f.Get(name);
+    if (v != nullptr && !(v->is_array() && v->empty())) {
+      return Invalid(absl::StrCat(name, " is not supported (no tool calling)"));
+    }
+  }
+  for (const char* name : {"tool_choice", "function_call"}) {
+    const Json* v = f.Get(name);
+    if (v != nullptr && !(v->is_string() && v->get<std::string>() == "none")) {
+      return Invalid(absl::StrCat(name, " is not supported (no tool calling)"));
+    }
+  }
+  if (const Json* format = f.Get("response_format"); format != nullptr) {
+    const bool text = format->is_object() && format->value("type", "") == "text";
+    if (!text) return Invalid("response_format is not supported (only {\"type\": \"text\"})");
+  }
+  if (const Json* bias = f.Get("logit_bias"); bias != nullptr && !bias->empty()) {
+    return Invalid("logit_bias is not supported");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(Fields& f, v1::GenerateRequest& out) {
+  const Json* stop = f.Get("stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->is_string()) {
+    out.add_stop(stop->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!stop->is_array()) return Invalid("stop must be a string or a list of strings");
+  for (const Json& s : *stop) {
+    if (!s.is_string()) return Invalid("stop must be a string or a list of strings");
+    out.add_stop(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(Fields& f, v1::GenerateRequest& out) {
+  v1::SamplingParams& s = *out.mutable_sampling();
+  LINSERVE_RETURN_IF_ERROR(f.Number("temperature", [&](float v) { s.set_temperature(v); }));
+  LINSERVE_RETURN_IF_ERROR(f.Number("top_p", [&](float v) { s.set_top_p(v); }));
+  LINSERVE_RETURN_IF_ERROR(f.Number("min_p", [&](float v) { s.set_min_p(v); }));
+  // -1 is "off" to vLLM's clients, as 0 is here.
+  LINSERVE_RETURN_IF_ERROR(f.Integer("top_k", -1, std::numeric_limits<int32_t>::max(),
+                                     [&](int64_t v) { s.set_top_k(v < 0 ? 0 : v); }));
+  LINSERVE_RETURN_IF_ERROR(
+      f.Number("repetition_penalty", [&](float v) { s.set_repetition_penalty(v); }));
+  LINSERVE_RETURN_IF_ERROR(
+      f.Number("presence_penalty", [&](float v) { s.set_presence_penalty(v); }));
+  LINSERVE_RETURN_IF_ERROR(
+      f.Number("frequency_penalty", [&](float v) { s.set_frequency_penalty(v); }));
+  LINSERVE_RETURN_IF_ERROR(f.Integer("seed", 0, std::numeric_limits<int64_t>::max(),
+                                     [&](int64_t v) { s.set_seed(static_cast<uint64_t>(v)); }));
+  const int64_t int32_max = std::numeric_limits<int32_t>::max();
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    LINSERVE_RETURN_IF_ERROR(
+        f.Integer(name, 1, int32_max, [&](int64_t v) { out.set_max_new_tokens(v); }));
+  }
+  bool ignore_eos = false;
+  LINSERVE_RETURN_IF_ERROR(f.Bool("ignore_eos", &ignore_eos));
+  out.set_ignore_eos(ignore_eos);
+  return ReadStop(f, out);
+}
+
+absl::Status ReadCompletionPrompt(Fields& f, v1::GenerateRequest& out) {
+  const Json* prompt = f.Get("prompt");
+  if (prompt == nullptr) return absl::OkStatus();  // a session may continue without one
+  if (prompt->is_string()) {
+    out.set_prompt(prompt->get<std::string>());
+    return absl::OkStatus();
+  }
+  const char* const kShapes =
+      "prompt must be a string, a list of token ids or a list of one string";
+  if (!prompt->is_array()) return Invalid(kShapes);
+  if (prompt->size() == 1 && (*prompt)[0].is_string()) {
+    out.set_prompt((*prompt)[0].get<std::string>());
+    return absl::OkStatus();
+  }
+  for (const Json& id : *prompt) {
+    if (id.is_string()) return Invalid("prompt: a batch of several prompts is not supported");
+    if (!id.is_number_integer()) return Invalid(kShapes);
+    const int64_t value = id.get<int64_t>();
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max()) {
+      return Invalid(absl::StrCat("prompt holds token id ", value, ", outside the int32 range"));
+    }
+    out.add_prompt_tokens(static_cast<int32_t>(value));
+  }
+  return absl::OkStatus();
+}
+
+// A message's content: a string, or a list of text parts.
+absl::StatusOr<std::string> MessageContent(const Json& message, size_t i) {
+  const auto content = message.find("content");
+  if (content == message.end() || content->is_null()) return std::string();
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) {
+    return Invalid(absl::StrCat("messages[", i, "].content must be a string or a list of parts"));
+  }
+  std::string text;
+  for (const Json& part : *content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return Invalid(absl::StrCat("messages[", i,
+                                  "].content: only parts {\"type\": \"text\", \"text\": ...} "
+                                  "are supported"));
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, v1::GenerateRequest& out) {
+  const Json* messages = f.Get("messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Invalid("messages must be a non-empty list");
+  }
+  std::vector<ChatMessage> parsed;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return Invalid(absl::StrCat("messages[", i, "].role must be a string"));
+    }
+    LINSERVE_ASSIGN_OR_RETURN(std::string content, MessageContent(m, i));
+    parsed.push_back({m["role"].get<std::string>(), std::move(content)});
+  }
+  LINSERVE_ASSIGN_OR_RETURN(std::string text, chat_template.Render(parsed));
+  out.set_prompt(std::move(text));
+  return absl::OkStatus();
+}
+
+absl::Status ReadLogprobs(OpenAiEndpoint endpoint, Fields& f, v1::GenerateRequest& out) {
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    // An integer: the alternatives per token (0: the sampled token only).
+    return f.Integer("logprobs", 0, std::numeric_limits<int32_t>::max(), [&](int64_t v) {
+      out.set_logprobs(true);
+      out.set_top_logprobs(static_cast<int32_t>(v));
+    });
+  }
+  bool logprobs = false;
+  LINSERVE_RETURN_IF_ERROR(f.Bool("logprobs", &logprobs));
+  out.set_logprobs(logprobs);
+  return f.Integer("top_logprobs", 0, std::numeric_limits<int32_t>::max(),
+                   [&](int64_t v) { out.set_top_logprobs(static_cast<int32_t>(v)); });
+}
+
+absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAiRequest& out) {
+  std::string body_id;
+  LINSERVE_RETURN_IF_ERROR(f.String("session_id", &body_id));
+  if (!body_id.empty() && !header_session_id.empty() && body_id != header_session_id) {
+    return Invalid("session_id differs from the x-session-id header");
+  }
+  out.generate.set_session_id(body_id.empty() ? header_session_id : body_id);
+  std::string session;
+  LINSERVE_RETURN_IF_ERROR(f.String("session", &session));
+  if (!session.empty() && session != "new") {
+    return Invalid(absl::StrCat("session = \"", session, "\" is not \"new\""));
+  }
+  out.new_session = session == "new";
+  if (out.new_session && !out.generate.session_id().empty()) {
+    return Invalid("session = \"new\" and session_id are both set; send one");
+  }
+  std::string salt;
+  LINSERVE_RETURN_IF_ERROR(f.String("cache_salt", &salt));
+  out.generate.set_cache_salt(salt);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
+                                                 const ChatTemplate& chat_template,
+                                                 const std::string& header_session_id) {
+  if (!body.is_object()) return Invalid("the request body must be a JSON object");
+  OpenAiRequest out;
+  Fields f(body);
+  LINSERVE_RETURN_IF_ERROR(f.String("model", &out.model));
+  LINSERVE_RETURN_IF_ERROR(RefuseUnsupported(f));
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
+  } else {
+    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.generate));
+    out.template_stop = chat_template.stop();
+  }
+  LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));
+  LINSERVE_RETURN_IF_ERROR(ReadLogprobs(endpoint, f, out.generate));
+  LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
+  if (const Json* options = f.Get("stream_options"); options != nullptr) {
+    if (!options->is_object()) return Invalid("stream_options must be an object");
+    const auto usage = options->find("include_usage");
+    if (usage != options->end() && !usage->is_null()) {
+      if (!usage->is_boolean())
+        return Invalid("stream_options.include_usage must be true or false");
+      out.include_usage = usage->get<bool>();
+    }
+  }
+  std::string user;  // accepted, as OpenAI's end-user id; not used
+  LINSERVE_RETURN_IF_ERROR(f.String("user", &user));
+  LINSERVE_RETURN_IF_ERROR(ReadSession(f, header_session_id, out));
+  out.ignored_fields = f.Unread();
+  return out;
+}
+
+OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
+  // The validation names GenerateRequest's fields; the client sent OpenAI's.
+  const std::string prompt = endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
+  const std::pair<const char*, std::string> renames[] = {
+      {"max_new_tokens", "max_tokens"}, {"prompt_tokens", "prompt"}, {"prompt", prompt}};
+  for (const auto& [proto_name, openai_name] : renames) {
+    if (absl::StartsWith(message, proto_name)) {
+      return {openai_name, openai_name + message.substr(std::string(proto_name).size())};
+    }
+  }
+  // Otherwise the message starts with the field's name, as the client sent it.
+  size_t end = 0;
+  while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) ||
+                                  message[end] == '_' || message[end] == '.')) {
+    ++end;
+  }
+  static const absl::flat_hash_set<std::string> kKnown = {"model",
+                                                          "n",
+                                                          "best_of",
+                                                          "echo",
+                                                          "suffix",
+                                                          "tools",
+                                                          "functions",
+                                                          "tool_choice",
+                                                          "function_call",
+                                                          "response_format",
+                                                          "logit_bias",
+                                                          "stop",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "min_p",
+                                                          "top_k",
+                                                          "repetition_penalty",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "seed",
+                                                          "max_tokens",
+                                                          "max_completion_tokens",
+                                                          "ignore_eos",
+                                                          "prompt",
+                                                          "messages",
+                                                          "logprobs",
+                                                          "top_logprobs",
+                                                          "stream",
+                                                          "stream_options",
+                                                          "stream_options.include_usage",
+                                                          "user",
+                                                          "session_id",
+                                                          "session",
+                                                          "cache_salt"};
+  std::string name = message.substr(0, end);
+  if (name.empty() || !kKnown.contains(name)) {
+    // "stop[2] is empty", "messages[0].role ...": the list's name.
+    const size_t bracket = message.find('[');
+    name = bracket != std::string::npos && bracket == end ? message.substr(0, bracket) : "";
+    if (!kKnown.contains(name)) name.clear();
+  }
+  return {name, message};
+}
+
+}  // namespace linserve

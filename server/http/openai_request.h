@@ -1,0 +1,55 @@
+#ifndef LINSERVE_SERVER_OPENAI_REQUEST_H_
+#define LINSERVE_SERVER_OPENAI_REQUEST_H_
+
+// The HTTP API's request bodies (OpenAI's /v1/completions and
+// /v1/chat/completions) turned into the GenerateRequest the gRPC service
+// takes, so that both transports share one validation and one path to the
+// scheduler. This file only reads the JSON: bounds are checked afterwards by
+// ValidateGenerateRequest (server/request_validation.h).
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "linserve/v1/linserve.pb.h"
+#include "server/http/chat_template.h"
+
+namespace linserve {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+struct OpenAiRequest {
+  v1::GenerateRequest generate;  // prompt or prompt_tokens, sampling, stop, session_id, ...
+  std::vector<std::string> template_stop;  // a chat template's stop strings, added after validation
+  std::string model;                       // as sent; empty: not sent
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool new_session = false;    // "session": "new"
+  // Fields the server does not know, ignored (OpenAI clients send extras).
+  std::vector<std::string> ignored_fields;
+};
+
+// INVALID_ARGUMENT naming the field (its OpenAI name) for a body that is not
+// an object, a field of the wrong type, or a field that would change the
+// result but is not supported (n > 1, best_of > 1, echo, suffix, tools,
+// functions, a response_format other than text, a non-empty logit_bias).
+// `header_session_id` is the x-session-id header ("" when absent).
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
+                                                 const nlohmann::json& body,
+                                                 const ChatTemplate& chat_template,
+                                                 const std::string& header_session_id);
+
+// The OpenAI name of the request field an INVALID_ARGUMENT message of the
+// validation starts with ("max_new_tokens = 0 is outside ..." -> "max_tokens"),
+// and the message with that name: the HTTP error's `param` and text.
+struct OpenAiField {
+  std::string param;  // empty: the message names no field
+  std::string message;
+};
+OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_OPENAI_REQUEST_H_

@@ -1,0 +1,164 @@
+#include "server/http/openai_response.h"
+
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace linserve {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string NewId(OpenAiEndpoint endpoint) {
+  absl::BitGen gen;
+  return absl::StrFormat("%s-%016x%016x",
+                         endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl" : "cmpl",
+                         absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+Json Bytes(const std::string& text) {
+  Json out = Json::array();
+  for (unsigned char c : text) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+}  // namespace
+
+std::string DumpJson(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string OpenAiFinishReason(const TurnSummary& summary) {
+  if (summary.cancelled) return "abort";
+  return summary.reason == FinishReason::kLength ? "length" : "stop";
+}
+
+Json OpenAiUsage(const TurnSummary& summary) {
+  return {{"prompt_tokens", summary.prompt_tokens},
+          {"completion_tokens", summary.generated_tokens},
+          {"total_tokens", summary.prompt_tokens + summary.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", summary.cached_tokens}}}};
+}
+
+OpenAiResponder::OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
+                                 std::string session_id)
+    : endpoint_(endpoint),
+      model_(std::move(model)),
+      logprobs_(logprobs),
+      session_id_(std::move(session_id)),
+      id_(NewId(endpoint)),
+      created_(absl::ToUnixSeconds(absl::Now())) {}
+
+Json OpenAiResponder::Envelope(bool chunk) const {
+  const bool chat = endpoint_ == OpenAiEndpoint::kChatCompletions;
+  Json out = {
+      {"id", id_},
+      {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+      {"created", created_},
+      {"model", model_}};
+  if (!session_id_.empty()) out["session_id"] = session_id_;
+  return out;
+}
+
+void OpenAiResponder::AddSession(Json& out, int64_t position) const {
+  if (!session_id_.empty()) out["session_position"] = position;
+}
+
+Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens) const {
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+    Json content = Json::array();
+    for (const SampledToken& t : tokens) {
+      Json top = Json::array();
+      for (const TokenLogprob& alt : t.top) {
+        top.push_back(
+            {{"token", alt.bytes}, {"logprob", alt.logprob}, {"bytes", Bytes(alt.bytes)}});
+      }
+      content.push_back({{"token", t.token.bytes},
+                         {"logprob", t.token.logprob},
+                         {"bytes", Bytes(t.token.bytes)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  Json out = {{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
+  for (const SampledToken& t : tokens) {
+    out["tokens"].push_back(t.token.bytes);
+    out["token_logprobs"].push_back(t.token.logprob);
+    Json top = Json::object();
+    for (const TokenLogprob& alt : t.top) top[alt.bytes] = alt.logprob;
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(t.token.bytes.size());
+  }
+  return out;
+}
+
+Json OpenAiResponder::Choice(const std::string& text, const std::vector<SampledToken>& tokens,
+                             const Json& finish_reason, bool chunk) const {
+  Json choice = {{"index", 0}};
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+    if (chunk) {
+      choice["delta"] = text.empty() ? Json::object() : Json{{"content", text}};
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    }
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = logprobs_ && !tokens.empty() ? Logprobs(tokens) : Json(nullptr);
+  choice["finish_reason"] = finish_reason;
+  return choice;
+}
+
+std::vector<Json> OpenAiResponder::Opening() const {
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions) return {};
+  Json chunk = Envelope(true);
+  chunk["choices"] = Json::array({{{"index", 0},
+                                   {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", nullptr}}});
+  return {std::move(chunk)};
+}
+
+Json OpenAiResponder::Chunk(const TurnPiece& piece) const {
+  Json chunk = Envelope(true);
+  chunk["choices"] = Json::array({Choice(piece.text, piece.tokens, nullptr, true)});
+  return chunk;
+}
+
+Json OpenAiResponder::Closing(const TurnSummary& summary) const {
+  Json chunk = Envelope(true);
+  chunk["choices"] = Json::array({Choice("", {}, OpenAiFinishReason(summary), true)});
+  AddSession(chunk, summary.position);
+  return chunk;
+}
+
+Json OpenAiResponder::UsageChunk(const TurnSummary& summary) const {
+  Json chunk = Envelope(true);
+  chunk["choices"] = Json::array();
+  chunk["usage"] = OpenAiUsage(summary);
+  AddSession(chunk, summary.position);
+  return chunk;
+}
+
+Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces,
+                            const TurnSummary& summary) const {
+  std::string text;
+  std::vector<SampledToken> tokens;
+  for (const TurnPiece& piece : pieces) {
+    text += piece.text;
+    tokens.insert(tokens.end(), piece.tokens.begin(), piece.tokens.end());
+  }
+  Json out = Envelope(false);
+  out["choices"] = Json::array({Choice(text, tokens, OpenAiFinishReason(summary), false)});
+  out["usage"] = OpenAiUsage(summary);
+  AddSession(out, summary.position);
+  return out;
+}
+
+}  // namespace linserve

@@ -1,0 +1,64 @@
+#ifndef LINSERVE_SERVER_OPENAI_RESPONSE_H_
+#define LINSERVE_SERVER_OPENAI_RESPONSE_H_
+
+// The HTTP API's answers in OpenAI's shapes: a whole completion, or the
+// chunks of a stream (server-sent events), built from what the scheduler
+// hands a turn's sink.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/http/openai_request.h"
+#include "server/scheduling/turn_sink.h"
+
+namespace linserve {
+
+// One request's answer. Not thread-safe (one request's thread uses it).
+class OpenAiResponder {
+ public:
+  OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
+                  std::string session_id);
+
+  // Streaming: the chunk of a chat's first event (the assistant role), if
+  // any (completions have none).
+  std::vector<nlohmann::json> Opening() const;
+  // Streaming: the chunk of one piece of text.
+  nlohmann::json Chunk(const TurnPiece& piece) const;
+  // Streaming: the chunk with the finish reason, and (include_usage) the usage chunk.
+  nlohmann::json Closing(const TurnSummary& summary) const;
+  nlohmann::json UsageChunk(const TurnSummary& summary) const;
+
+  // Without streaming: the whole answer.
+  nlohmann::json Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary) const;
+
+ private:
+  nlohmann::json Envelope(bool chunk) const;
+  nlohmann::json Choice(const std::string& text, const std::vector<SampledToken>& tokens,
+                        const nlohmann::json& finish_reason, bool chunk) const;
+  nlohmann::json Logprobs(const std::vector<SampledToken>& tokens) const;
+  void AddSession(nlohmann::json& out, int64_t position) const;
+
+  const OpenAiEndpoint endpoint_;
+  const std::string model_;
+  const bool logprobs_;
+  const std::string session_id_;
+  const std::string id_;
+  const int64_t created_;
+  mutable int64_t text_offset_ = 0;  // completions' logprobs.text_offset
+};
+
+// "stop" (a stop string or EOS), "length", or "abort" (cut by the server).
+std::string OpenAiFinishReason(const TurnSummary& summary);
+
+// OpenAI's usage object, with prompt_tokens_details.cached_tokens.
+nlohmann::json OpenAiUsage(const TurnSummary& summary);
+
+// JSON text for the wire: invalid UTF-8 (a token's bytes may end inside a
+// character) is replaced, never thrown on.
+std::string DumpJson(const nlohmann::json& value);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_OPENAI_RESPONSE_H_

@@ -1,0 +1,132 @@
+#include "server/requests/request_validation.h"
+
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+#include "engine/text/utf8_assembler.h"
+
+namespace linserve {
+namespace {
+
+absl::Status Invalid(absl::string_view message) {
+  return absl::InvalidArgumentError(std::string(message));
+}
+
+// The Utf8Assembler rewrites exactly the ill-formed bytes, so valid text is
+// the text whose assembly is itself.
+bool IsValidUtf8(std::string_view text) {
+  Utf8Assembler assembler;
+  std::string out = assembler.Push(text);
+  out += assembler.Flush();
+  return out == text;
+}
+
+// Token ids stand in for the text: the byte limit bounds their count (no
+// tokenizer makes more tokens than bytes), the vocabulary their values.
+absl::Status ValidatePromptTokens(const v1::GenerateRequest& request, const RequestLimits& limits) {
+  const auto& tokens = request.prompt_tokens();
+  if (tokens.empty()) return absl::OkStatus();
+  if (!request.prompt().empty()) return Invalid("prompt and prompt_tokens are both set; send one");
+  if (tokens.size() > static_cast<size_t>(limits.max_prompt_bytes)) {
+    return Invalid(absl::StrCat("prompt_tokens has ", tokens.size(), " ids; at most ",
+                                limits.max_prompt_bytes, " are allowed"));
+  }
+  for (int i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= limits.sampling.vocab_size) {
+      return Invalid(absl::StrCat("prompt_tokens[", i, "] = ", tokens[i], " is outside [0, ",
+                                  limits.sampling.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateUtf8(absl::string_view field, absl::string_view text) {
+  const std::string_view view(text.data(), text.size());
+  if (IsValidUtf8(view)) return absl::OkStatus();
+  // The first ill-formed subpart starts where the assembled output first
+  // departs from the input (or, for a truncated last character, where the
+  // output ends).
+  Utf8Assembler assembler;
+  size_t assembled = 0;
+  for (size_t offset = 0; offset < view.size(); ++offset) {
+    const std::string piece = assembler.Push(view.substr(offset, 1));
+    if (view.compare(assembled, piece.size(), piece) != 0) break;
+    assembled += piece.size();
+  }
+  return Invalid(
+      absl::StrCat(field, " is not valid UTF-8 (first bad byte at offset ", assembled, ")"));
+}
+
+absl::Status ValidateSessionId(absl::string_view field, absl::string_view id) {
+  bool hex = id.size() == 32;
+  for (char c : id) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (hex) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, " is malformed: a session id is 32 lowercase hex digits, got ",
+                              id.size(), " bytes"));
+}
+
+absl::Status ValidateSessionPrompt(absl::string_view field, absl::string_view prompt,
+                                   const RequestLimits& limits) {
+  if (prompt.size() > static_cast<size_t>(limits.max_prompt_bytes)) {
+    return Invalid(absl::StrCat(field, " is ", prompt.size(), " bytes; at most ",
+                                limits.max_prompt_bytes, " are allowed"));
+  }
+  return ValidateUtf8(field, prompt);
+}
+
+absl::Status ValidateCacheSalt(absl::string_view field, absl::string_view salt,
+                               const RequestLimits& limits) {
+  if (salt.size() <= static_cast<size_t>(limits.max_cache_salt_bytes)) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, " is ", salt.size(), " bytes; at most max_cache_salt_bytes = ",
+                              limits.max_cache_salt_bytes, " are allowed"));
+}
+
+absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                     const RequestLimits& limits) {
+  GenerateCall call;
+  call.session_id = request.session_id();
+  if (!call.session_id.empty()) {
+    LINSERVE_RETURN_IF_ERROR(ValidateSessionId("session_id", call.session_id));
+  } else if (request.prompt().empty() && request.prompt_tokens().empty()) {
+    return Invalid("prompt is empty; a request without session_id needs at least 1 byte");
+  }
+  LINSERVE_RETURN_IF_ERROR(ValidateSessionPrompt("prompt", request.prompt(), limits));
+  call.prompt = request.prompt();
+  LINSERVE_RETURN_IF_ERROR(ValidatePromptTokens(request, limits));
+  call.prompt_tokens.assign(request.prompt_tokens().begin(), request.prompt_tokens().end());
+  LINSERVE_RETURN_IF_ERROR(ValidateCacheSalt("cache_salt", request.cache_salt(), limits));
+  call.cache_salt = request.cache_salt();
+
+  const v1::SamplingParams& s = request.sampling();
+  SamplingParams& p = call.sampling;
+  if (s.has_temperature()) p.temperature = s.temperature();
+  p.top_k = s.top_k();
+  if (s.has_top_p()) p.top_p = s.top_p();
+  p.min_p = s.min_p();
+  if (s.has_repetition_penalty()) p.repetition_penalty = s.repetition_penalty();
+  p.presence_penalty = s.presence_penalty();
+  p.frequency_penalty = s.frequency_penalty();
+  p.seed = s.seed();
+  call.seed_given = s.seed() != 0;
+  p.max_new_tokens =
+      request.max_new_tokens() == 0 ? limits.default_max_new_tokens : request.max_new_tokens();
+  p.stop.assign(request.stop().begin(), request.stop().end());
+  p.ignore_eos = request.ignore_eos();
+  LINSERVE_RETURN_IF_ERROR(ValidateSamplingParams(p, limits.sampling));
+
+  call.logprobs = request.logprobs();
+  call.top_logprobs = request.top_logprobs();
+  if (call.top_logprobs < 0 || call.top_logprobs > limits.max_top_logprobs) {
+    return Invalid(absl::StrCat("top_logprobs = ", call.top_logprobs, " is outside [0, ",
+                                limits.max_top_logprobs, "]"));
+  }
+  if (call.top_logprobs > 0 && !call.logprobs) {
+    return Invalid("top_logprobs needs logprobs = true");
+  }
+  return call;
+}
+
+}  // namespace linserve

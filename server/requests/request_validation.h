@@ -1,0 +1,60 @@
+#ifndef LINSERVE_SERVER_REQUEST_VALIDATION_H_
+#define LINSERVE_SERVER_REQUEST_VALIDATION_H_
+
+// Checks requests before they reach the scheduler: every bad field is
+// INVALID_ARGUMENT naming the field and its bound, and nothing else happens.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/generation/sampler.h"
+#include "linserve/v1/linserve.pb.h"
+#include "server/common/protocol.h"
+
+namespace linserve {
+
+// The server's request limits (each one a flag of the server).
+struct RequestLimits {
+  int32_t max_prompt_bytes = 16384;
+  int32_t default_max_new_tokens = 256;
+  SamplingLimits sampling;  // max_new_tokens cap, stop sequences, vocab
+  int32_t max_top_logprobs = 20;
+  int32_t max_cache_salt_bytes = 256;
+};
+
+// A Generate request after validation, in the engine's terms.
+struct GenerateCall {
+  std::string prompt;
+  std::vector<int64_t> prompt_tokens;  // set instead of `prompt`: fed as given, no BOS
+  std::string session_id;  // empty: stateless
+  SamplingParams sampling;
+  bool seed_given = false;  // false: the server picks the seed
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
+  Protocol protocol = Protocol::kGrpc;  // the transport, for the metrics' label
+};
+
+absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                     const RequestLimits& limits);
+
+// Session ids are 32 lowercase hex digits (128 random bits).
+absl::Status ValidateSessionId(absl::string_view field, absl::string_view id);
+
+// OK, or "<field> is not valid UTF-8 (first bad byte at offset N)".
+absl::Status ValidateUtf8(absl::string_view field, absl::string_view text);
+
+// A cache_salt: at most max_cache_salt_bytes bytes.
+absl::Status ValidateCacheSalt(absl::string_view field, absl::string_view salt,
+                               const RequestLimits& limits);
+
+// Text a session is created with: UTF-8, at most the prompt limit (may be empty).
+absl::Status ValidateSessionPrompt(absl::string_view field, absl::string_view prompt,
+                                   const RequestLimits& limits);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_REQUEST_VALIDATION_H_

@@ -1,0 +1,516 @@
+// The scheduler: its public face, and the engine loop behind it (the queue,
+// admission, which turns prefill and decode in each iteration, drain). The
+// parts it drives each have a file of their own:
+//   server/turn_runner.h       running a turn: prefill, decode, sampling
+//   server/session_commands.h  the session RPCs
+//   server/session_manager.h   the session pool, the store and checkpoints
+//   server/session_sharing.h   leases and refreshes with a shared store
+
+#include "server/scheduling/scheduler.h"
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "engine/model/language_model.h"
+#include "engine/base/status_macros.h"
+#include "server/common/log.h"
+#include "server/scheduling/prefill_pieces.h"
+#include "server/scheduling/prefix_cache.h"
+#include "server/scheduling/session_commands.h"
+#include "server/scheduling/session_manager.h"
+#include "server/scheduling/turn.h"
+#include "server/scheduling/turn_runner.h"
+
+namespace linserve {
+namespace {
+
+ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) {
+  ModelFacts facts;
+  facts.fingerprint = model.Fingerprint();
+  facts.config_json = model.ConfigJson().dump();
+  facts.architecture = model.architecture();
+  facts.attention_kind = model.attention_kind();
+  facts.tokenizer = model.tokenizer().name();
+  facts.compute_dtype = ComputeDtypeName(model.compute_dtype());
+  facts.device = model.device().str();
+  facts.state_bytes_per_session = model.StateBytes(0);
+  facts.state_grows = model.StateGrowsWithPosition();
+  facts.vocab_size = model.vocab_size();
+  facts.adds_bos = model.tokenizer().add_bos();
+  facts.prefill_chunk_tokens = model.prefill_chunk_size();
+  facts.token_codec = std::make_shared<const Tokenizer>(model.tokenizer());
+  // A growing state (the softmax baseline's KV cache) would make a snapshot
+  // cost as much as the prefix it saves: such a model gets no cache.
+  facts.prefix_cache_bytes = facts.state_grows ? 0 : options.prefix_cache_bytes;
+  return facts;
+}
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
+       const SchedulerOptions& options);
+  // Cancels what still runs, waits for pending checkpoints, stops the thread.
+  ~Impl();
+
+  // Before the thread starts.
+  absl::Status Prepare();
+  void StartThread() {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  // Thread-safe.
+  absl::Status Submit(std::unique_ptr<Turn> turn);
+  // Runs `task` on the engine thread, between iterations.
+  void Post(std::function<void()> task);
+  void RefuseNewWork();
+  void Drain(absl::Time deadline);
+  int InFlight() const;
+
+  SessionCommands& commands() { return commands_; }
+  const LanguageModel& model() const { return *model_; }
+
+  // Facts fixed at start.
+  const ModelFacts facts_;
+
+ private:
+  // The engine loop and its steps.
+  void Run();
+  bool WaitForWork(bool busy);
+  void RunTasks();
+  void DropCancelled();
+  // Moves queued turns into the running set, up to max_batch.
+  void Admit();
+  // Prefills the turns still prefilling within the iteration's token budget.
+  bool Prefill();
+  // One decode step for every turn past its prefill whose reader keeps up.
+  bool Decode();
+  void RenewLeases();
+  void RemoveDone();
+  // Called by the runner when a turn is done: frees its place.
+  void TurnEnded();
+  // linserve_active_requests: the turns admitted and not yet done.
+  void UpdateActiveGauge();
+
+  const std::unique_ptr<LanguageModel> model_;
+  Metrics* const metrics_;
+  const SchedulerOptions options_;
+
+  // Shared with the RPC threads.
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Turn>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued + admitted turns
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Engine thread only.
+  PrefixCache prefix_cache_;
+  SessionManager sessions_;
+  SessionCommands commands_;
+  TurnRunner runner_;
+  std::vector<std::unique_ptr<Turn>> active_;  // admission order
+
+  std::thread thread_;
+};
+
+Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, Metrics* metrics,
+                      const SchedulerOptions& options)
+    : facts_(FactsOf(*model, options)),
+      model_(std::move(model)),
+      metrics_(metrics),
+      options_(options),
+      prefix_cache_({facts_.prefix_cache_bytes, options.prefix_cache_sightings,
+                     facts_.prefill_chunk_tokens},
+                    metrics),
+      sessions_(*model_, facts_.fingerprint, store, metrics, options,
+                [this](std::function<void()> task) { Post(std::move(task)); }),
+      commands_(*model_, sessions_),
+      runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
+              [this] { TurnEnded(); }) {
+  metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
+  if (facts_.state_grows && options.prefix_cache_bytes > 0) {
+    LogInfo("prefix_cache_off", {{"reason", "this model's state grows with every token (the "
+                                            "softmax baseline's KV cache), so a prefix snapshot "
+                                            "would cost as much as prefilling it"}});
+  } else {
+    LogInfo("prefix_cache", {{"bytes", facts_.prefix_cache_bytes},
+                             {"block_tokens", facts_.prefill_chunk_tokens},
+                             {"snapshots", facts_.state_bytes_per_session > 0
+                                               ? facts_.prefix_cache_bytes /
+                                                     facts_.state_bytes_per_session
+                                               : 0}});
+  }
+}
+
+Scheduler::Impl::~Impl() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    cut_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  sessions_.Flush();
+  // What the writer answered after the engine thread stopped (no thread
+  // but this one is left to touch the pool).
+  RunTasks();
+}
+
+absl::Status Scheduler::Impl::Prepare() {
+  LINSERVE_RETURN_IF_ERROR(runner_.WarmUp(options_.warmup_steps));
+  return sessions_.LoadStore();
+}
+
+absl::Status Scheduler::Impl::Submit(std::unique_ptr<Turn> turn) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) {
+    metrics_->CountRejection("draining");
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
+  const int capacity = options_.max_batch + options_.max_queued_requests;
+  if (in_flight_ >= capacity) {
+    metrics_->CountRejection("queue_full");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server is full: max_batch + max_queued_requests = ", capacity,
+        " requests are running or queued; retry later"));
+  }
+  ++in_flight_;
+  turn->arrived = absl::Now();
+  queue_.push_back(std::move(turn));
+  metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::Post(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
+}
+
+int Scheduler::Impl::InFlight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+void Scheduler::Impl::RefuseNewWork() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+void Scheduler::Impl::Drain(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    struct Idle {
+      const int* in_flight;
+    } state{&in_flight_};
+    const absl::Condition drained(+[](Idle* s) { return *s->in_flight == 0; }, &state);
+    if (!mu_.AwaitWithDeadline(drained, deadline)) {
+      LogWarning("drain_deadline", {{"cut_requests", in_flight_}});
+      cut_ = true;
+      mu_.Await(drained);
+    }
+  }
+  sessions_.Flush();
+  // A durable checkpoint reaches its stream through the engine thread: wait
+  // until everything the writer posted has run.
+  absl::Notification answered;
+  Post([&answered] { answered.Notify(); });
+  answered.WaitForNotification();
+}
+
+void Scheduler::Impl::Run() {
+  bool busy = false;
+  while (WaitForWork(busy)) {
+    RunTasks();
+    DropCancelled();
+    Admit();
+    const bool prefilled = Prefill();
+    const bool decoded = Decode();
+    RenewLeases();
+    RemoveDone();
+    sessions_.SweepIdle();
+    busy = prefilled || decoded;
+  }
+  // Stopping: whatever still runs is cut; sessions keep their last turn.
+  for (auto& turn : active_) {
+    if (!turn->done) runner_.FinishTurn(*turn, /*cancelled=*/true);
+  }
+  RemoveDone();
+  std::deque<std::unique_ptr<Turn>> queued;
+  std::vector<std::function<void()>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    queued.swap(queue_);
+    tasks.swap(tasks_);
+  }
+  // Outside the lock: answering may call back into the scheduler.
+  for (auto& turn : queued) {
+    if (turn->sink) turn->sink->Finish(absl::UnavailableError("the server stopped"));
+    if (turn->on_created) turn->on_created(absl::UnavailableError("the server stopped"));
+  }
+  for (auto& task : tasks) task();
+}
+
+bool Scheduler::Impl::WaitForWork(bool busy) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  if (busy) return true;
+  // Nothing advanced last time: sleep until a request or task arrives. With
+  // turns still active (their readers are slow, so they are paused) wake
+  // often to see whether the readers caught up; otherwise once a second for
+  // the idle-session sweep.
+  struct Wake {
+    Impl* impl;
+    bool admit;
+  } wake{this, active_.size() < static_cast<size_t>(options_.max_batch)};
+  const absl::Condition has_work(
+      +[](Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return w->impl->stopping_ || w->impl->cut_ || !w->impl->tasks_.empty() ||
+               (w->admit && !w->impl->queue_.empty());
+      },
+      &wake);
+  mu_.AwaitWithTimeout(has_work, active_.empty() ? absl::Seconds(1) : absl::Milliseconds(2));
+  return !stopping_;
+}
+
+void Scheduler::Impl::RunTasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void Scheduler::Impl::DropCancelled() {
+  bool cut;
+  std::vector<std::unique_ptr<Turn>> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    cut = cut_;
+    // Cancelled while queued: free the place at once, not at admission.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancelled()) {
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+        --in_flight_;
+      } else {
+        ++it;
+      }
+    }
+    metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+  }
+  for (auto& turn : gone) turn->sink->Finish(absl::CancelledError("cancelled while queued"));
+  for (auto& turn : active_) {
+    if (!turn->done && (cut || turn->cancelled())) runner_.FinishTurn(*turn, /*cancelled=*/true);
+  }
+}
+
+void Scheduler::Impl::Admit() {
+  while (active_.size() < static_cast<size_t>(options_.max_batch)) {
+    std::unique_ptr<Turn> turn;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) break;
+      turn = std::move(queue_.front());
+      queue_.pop_front();
+      metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+    }
+    turn->admitted = absl::Now();
+    metrics_->queue_time_seconds(turn->call.protocol)
+        .Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
+    active_.push_back(std::move(turn));
+    Turn& admitted = *active_.back();
+    if (admitted.cancelled()) {
+      runner_.FinishTurn(admitted, /*cancelled=*/true);
+      continue;
+    }
+    absl::Status began = runner_.Begin(admitted);
+    if (!began.ok()) {
+      runner_.FinishWithError(admitted, std::move(began));
+    } else if (admitted.creates_session() && !admitted.prefilling()) {
+      // A one-token prompt (and no BOS): its token is held back for the
+      // first turn, so there is nothing to prefill.
+      runner_.FinishTurn(admitted, /*cancelled=*/false);
+    }
+  }
+  UpdateActiveGauge();
+}
+
+bool Scheduler::Impl::Prefill() {
+  std::vector<Turn*> pending;
+  for (auto& turn : active_) {
+    if (!turn->done && turn->prefilling()) pending.push_back(turn.get());
+  }
+  const int64_t chunk = facts_.prefill_chunk_tokens;
+  // Pieces end on chunk boundaries (server/prefill_pieces.h).
+  auto piece = [chunk](const Turn& turn, int64_t budget, bool first) {
+    return NextPieceLength(static_cast<int64_t>(turn.prefilled),
+                           static_cast<int64_t>(turn.prefill.size()), turn.snapshot_at, budget,
+                           chunk, first);
+  };
+  int64_t budget = options_.prefill_token_budget;
+  bool advanced = false;
+  for (size_t next = 0; next < pending.size() && budget > 0; ++next) {
+    Turn* lead = pending[next];
+    if (lead->done || !lead->prefilling()) continue;  // already went with an earlier group
+    const int64_t remaining = static_cast<int64_t>(lead->prefill.size() - lead->prefilled);
+    const int64_t n = piece(*lead, budget, /*first=*/!advanced);
+    if (n == 0) continue;
+    // Turns that finish their prefill with exactly as many tokens from the
+    // same position go through the model together: one batched call costs
+    // about what one session's does.
+    std::vector<Turn*> group = {lead};
+    for (size_t j = next + 1; n == remaining && j < pending.size(); ++j) {
+      Turn* other = pending[j];
+      if (static_cast<int64_t>(group.size() + 1) * n > budget) break;
+      if (!other->done && other->prefill.size() - other->prefilled == static_cast<size_t>(n) &&
+          piece(*other, n, /*first=*/false) == n &&
+          other->state.positions[0] == lead->state.positions[0]) {
+        group.push_back(other);
+      }
+    }
+    budget -= n * static_cast<int64_t>(group.size());
+    advanced = true;
+    runner_.PrefillGroup(group, n);
+  }
+  return advanced;
+}
+
+bool Scheduler::Impl::Decode() {
+  std::vector<Turn*> members;
+  int paused = 0;
+  for (auto& turn : active_) {
+    if (turn->done || turn->prefilling() || !turn->generation) continue;
+    // A slow reader's turn sits out until its stream drains: the others go on.
+    if (turn->sink && turn->sink->Buffered() >= options_.stream_buffer_messages) {
+      ++paused;
+      continue;
+    }
+    members.push_back(turn.get());
+  }
+  metrics_->paused_requests().Set(paused);
+  if (members.empty()) return false;
+  runner_.DecodeStep(members);
+  return true;
+}
+
+void Scheduler::Impl::RenewLeases() {
+  const absl::Time now = absl::Now();
+  for (auto& turn : active_) {
+    if (turn->done) continue;
+    absl::Status renewed = sessions_.sharing().RenewIfDue(turn->lease, now);
+    // Lost: another server may be advancing the session now; this turn's
+    // checkpoint would be fenced off anyway, so stop spending on it.
+    if (!renewed.ok()) runner_.FinishWithError(*turn, renewed);
+  }
+}
+
+void Scheduler::Impl::RemoveDone() {
+  active_.erase(std::remove_if(active_.begin(), active_.end(),
+                               [](const std::unique_ptr<Turn>& t) { return t->done; }),
+                active_.end());
+  UpdateActiveGauge();
+}
+
+void Scheduler::Impl::TurnEnded() {
+  // Before the stream hears the end, so that a client that reads the gauge
+  // next finds its request gone.
+  UpdateActiveGauge();
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+void Scheduler::Impl::UpdateActiveGauge() {
+  const auto running = std::count_if(active_.begin(), active_.end(),
+                                     [](const std::unique_ptr<Turn>& t) { return !t->done; });
+  metrics_->active_requests().Set(static_cast<double>(running));
+}
+
+// The public face: post to the engine thread.
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(std::unique_ptr<LanguageModel> model,
+                                                            StateStore* store, Metrics* metrics,
+                                                            const SchedulerOptions& options) {
+  auto impl = std::make_unique<Impl>(std::move(model), store, metrics, options);
+  LINSERVE_RETURN_IF_ERROR(impl->Prepare());
+  impl->StartThread();
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
+                                       std::shared_ptr<TurnSink> sink) {
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call = std::move(call);
+  turn->sink = std::move(sink);
+  return impl_->Submit(std::move(turn));
+}
+
+void Scheduler::CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
+                              Done<SessionInfo> done) {
+  if (prompt.empty()) {
+    impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
+      impl->commands().CreateEmpty(tenant, done);
+    });
+    return;
+  }
+  auto turn = std::make_unique<Turn>();
+  turn->tenant = std::move(tenant);
+  turn->call.prompt = std::move(prompt);
+  turn->call.cache_salt = std::move(cache_salt);
+  turn->on_created = done;
+  absl::Status queued = impl_->Submit(std::move(turn));
+  if (!queued.ok()) done(queued);
+}
+
+void Scheduler::GetSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Get(tenant, id, done); });
+}
+
+void Scheduler::ListSessions(std::string tenant, int32_t page_size, std::string page_token,
+                             Done<SessionPage> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), page_size,
+               page_token = std::move(page_token), done = std::move(done)] {
+    impl->commands().List(tenant, page_size, page_token, done);
+  });
+}
+
+void Scheduler::DeleteSession(std::string tenant, std::string id, Done<bool> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Delete(tenant, id, done); });
+}
+
+void Scheduler::ForkSession(std::string tenant, std::string id, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Fork(tenant, id, done); });
+}
+
+void Scheduler::ExportSession(std::string tenant, std::string id, Done<std::string> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().Export(tenant, id, done); });
+}
+
+void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), record = std::move(record),
+               done = std::move(done)] { impl->commands().Import(tenant, record, done); });
+}
+
+void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }
+void Scheduler::Drain(absl::Time deadline) { impl_->Drain(deadline); }
+int Scheduler::InFlight() const { return impl_->InFlight(); }
+const ModelFacts& Scheduler::model_facts() const { return impl_->facts_; }
+
+}  // namespace linserve

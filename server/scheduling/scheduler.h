@@ -1,0 +1,148 @@
+#ifndef LINSERVE_SERVER_SCHEDULER_H_
+#define LINSERVE_SERVER_SCHEDULER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/text/tokenizer.h"
+#include "server/common/metrics.h"
+#include "server/requests/request_validation.h"
+#include "server/store/state_file.h"
+#include "server/store/state_store.h"
+#include "server/scheduling/turn_sink.h"
+
+namespace linserve {
+
+class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+
+struct SchedulerOptions {
+  int32_t max_batch = 64;               // turns admitted (prefilling or decoding) at once
+  int32_t max_queued_requests = 256;    // turns waiting beyond those; then RESOURCE_EXHAUSTED
+  int32_t prefill_token_budget = 512;   // prompt tokens prefilled per engine iteration
+  int32_t stream_buffer_messages = 32;  // unread messages before a stream's session pauses
+  // Tokens one session's state may hold, for kinds whose state grows with
+  // them (the softmax baseline's KV cache: 8 KiB a token at the default
+  // model's shape); 0: no limit. Constant-state kinds have none.
+  int64_t max_context_tokens = 8192;
+  int64_t max_sessions = 10000;
+  int64_t max_sessions_in_memory = 1024;
+  int64_t max_sessions_per_tenant = 1000;  // per authenticated tenant; 0: no quota
+  absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
+  int64_t max_state_bytes = 64 << 20;            // a state file read from the store
+  // With a store several servers share: how long a turn's lease on its
+  // session lasts unless renewed (renewed every third of it while the turn
+  // runs), so a server killed mid-turn blocks the session for at most this.
+  absl::Duration session_lease = absl::Seconds(10);
+  // The prefix-state cache (server/prefix_cache.h): bytes of snapshots kept
+  // (0: off), and how many prefix keys it remembers to spot a prefix's
+  // second sighting.
+  int64_t prefix_cache_bytes = 256 << 20;
+  int64_t prefix_cache_sightings = 1 << 16;
+  // Decode steps run before serving, so the first requests do not pay for
+  // LibTorch's lazy initialisation (kernel selection, allocator growth).
+  int32_t warmup_steps = 16;
+};
+
+// What GetModelInfo and the start log say about the served model; fixed at start.
+struct ModelFacts {
+  std::string fingerprint;
+  std::string config_json;   // given or inferred configuration
+  std::string architecture;  // "transformer", "rwkv7"
+  std::string attention_kind;
+  std::string tokenizer;      // "byte", "rwkv_world", ...
+  std::string compute_dtype;  // weights and matrix products
+  std::string device;
+  int64_t state_bytes_per_session = 0;  // at position 0
+  bool state_grows = false;             // the softmax baseline's KV cache
+  int64_t vocab_size = 0;               // rows of the logits
+  bool adds_bos = false;                // a fresh state starts with BOS
+  int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill
+  int64_t prefix_cache_bytes = 0;       // the cache's bound; 0: off
+  // The model's tokenizer (immutable, thread-safe), for transports that count
+  // or convert tokens themselves (the HTTP API's /tokenize).
+  std::shared_ptr<const Tokenizer> token_codec;
+};
+
+struct SessionInfo {
+  std::string id;
+  int64_t position = 0;
+  int64_t state_bytes = 0;
+  int64_t created_unix_ms = 0;
+  int64_t last_used_unix_ms = 0;
+  bool busy = false;
+  int64_t cached_tokens = 0;  // CreateSession: prompt tokens resumed from the prefix-state cache
+};
+
+struct SessionPage {
+  std::vector<SessionInfo> sessions;
+  std::string next_page_token;  // empty on the last page
+};
+
+// The engine thread and everything it owns: the model, the session pool, the
+// batch. It runs continuous batching: each iteration it admits queued turns,
+// prefills them within a token budget, runs one batched decode step for every
+// decoding turn, samples, and hands the pieces to their streams. Finished
+// turns of sessions are checkpointed to the store before their stream hears
+// that they finished. Every public method is thread-safe and never touches a
+// tensor: work is posted to the engine thread and answered through a
+// callback (on the engine or the checkpoint writer's thread).
+class Scheduler {
+ public:
+  template <typename T>
+  using Done = std::function<void(absl::StatusOr<T>)>;
+
+  // Takes the model, reads back every session of `store` made by this model
+  // (others are logged and left alone) and starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Start(std::unique_ptr<LanguageModel> model,
+                                                          StateStore* store, Metrics* metrics,
+                                                          const SchedulerOptions& options);
+  // Cancels what still runs, waits for pending checkpoints, stops the thread.
+  ~Scheduler();
+
+  // Queues a turn. RESOURCE_EXHAUSTED at once when max_batch +
+  // max_queued_requests turns are already in; UNAVAILABLE while draining.
+  // Every later outcome (session errors included) reaches `sink`.
+  absl::Status SubmitGenerate(std::string tenant, GenerateCall call,
+                              std::shared_ptr<TurnSink> sink);
+
+  // A prompt is prefilled as a turn (it counts against the queue);
+  // `cache_salt` keeps its prefix apart in the prefix-state cache.
+  void CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
+                     Done<SessionInfo> done);
+  void GetSession(std::string tenant, std::string id, Done<SessionInfo> done);
+  void ListSessions(std::string tenant, int32_t page_size, std::string page_token,
+                    Done<SessionPage> done);
+  void DeleteSession(std::string tenant, std::string id, Done<bool> done);
+  void ForkSession(std::string tenant, std::string id, Done<SessionInfo> done);
+  // The session's state file, as the store holds it.
+  void ExportSession(std::string tenant, std::string id, Done<std::string> done);
+  // `record` has passed DecodeStateFileOfModel; the session gets a new id.
+  void ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done);
+
+  // From now on new turns are refused with UNAVAILABLE (the start of Drain).
+  void RefuseNewWork();
+  // Shutdown: refuses new turns (UNAVAILABLE), lets running ones finish until
+  // `deadline`, cuts the rest (FINISH_REASON_CANCELLED; their sessions keep
+  // their last finished turn) and returns once every checkpoint is durable.
+  void Drain(absl::Time deadline);
+
+  // Turns admitted or queued (what the capacity bounds).
+  int InFlight() const;
+
+  const ModelFacts& model_facts() const;
+
+  class Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_SCHEDULER_H_

@@ -1,0 +1,139 @@
+#include "server/scheduling/session_commands.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/model/language_model.h"
+#include "server/sessions/state_restore.h"
+
+namespace linserve {
+namespace {
+
+constexpr int32_t kDefaultPageSize = 100;
+constexpr int32_t kMaxPageSize = 1000;
+
+// A page token names the last session of the previous page by its place in
+// the listing order, (created_unix_ms, id), so deleting it loses nothing.
+std::string PageToken(const Session& last) {
+  return absl::StrCat(last.created_unix_ms, ".", last.id);
+}
+
+absl::StatusOr<std::pair<int64_t, std::string>> ParsePageToken(const std::string& token) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(token, absl::MaxSplits('.', 1));
+  int64_t created = 0;
+  if (!absl::SimpleAtoi(parts.first, &created) || parts.second.empty()) {
+    return absl::InvalidArgumentError(
+        "page_token is malformed: pass the next_page_token of the previous page");
+  }
+  return std::make_pair(created, parts.second);
+}
+
+}  // namespace
+
+void SessionCommands::CreateEmpty(const std::string& tenant, const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, model_.NewState());
+  if (!session.ok()) return done(session.status());
+  sessions_.CheckpointThenAnswer(**session, done, "the new session");
+}
+
+void SessionCommands::Get(const std::string& tenant, const std::string& id,
+                          const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  done(sessions_.InfoOf(**session));
+}
+
+void SessionCommands::List(const std::string& tenant, int32_t page_size,
+                           const std::string& page_token, const Done<SessionPage>& done) {
+  if (page_size < 0 || page_size > kMaxPageSize) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "page_size = ", page_size, " is outside [0, ", kMaxPageSize, "] (0 means 100)")));
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  std::pair<int64_t, std::string> after{INT64_MIN, ""};
+  if (!page_token.empty()) {
+    absl::StatusOr<std::pair<int64_t, std::string>> parsed = ParsePageToken(page_token);
+    if (!parsed.ok()) return done(parsed.status());
+    after = *parsed;
+  }
+  const std::vector<const Session*> all = sessions_.ListOf(tenant);
+  auto first = std::upper_bound(all.begin(), all.end(), after,
+                                [](const std::pair<int64_t, std::string>& key, const Session* s) {
+                                  return std::tie(key.first, key.second) <
+                                         std::tie(s->created_unix_ms, s->id);
+                                });
+  SessionPage page;
+  for (auto it = first; it != all.end() && page.sessions.size() < static_cast<size_t>(page_size);
+       ++it) {
+    page.sessions.push_back(sessions_.InfoOf(**it));
+    if (page.sessions.size() == static_cast<size_t>(page_size) && std::next(it) != all.end()) {
+      page.next_page_token = PageToken(**it);
+    }
+  }
+  done(std::move(page));
+}
+
+void SessionCommands::Delete(const std::string& tenant, const std::string& id,
+                             const Done<bool>& done) {
+  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  if ((*session)->busy) {
+    return done(absl::FailedPreconditionError(
+        absl::StrCat("session_id ", id, " is busy with a turn; delete it once the turn ends")));
+  }
+  // Not while another server runs a turn on it.
+  if (absl::Status taken = sessions_.sharing().LeaseForDelete(**session); !taken.ok()) {
+    return done(taken);
+  }
+  sessions_.Forget(id, [done](absl::Status deleted) {
+    if (deleted.ok()) return done(true);
+    done(absl::UnavailableError(
+        absl::StrCat("deleting the stored state failed: ", deleted.message())));
+  });
+}
+
+void SessionCommands::Fork(const std::string& tenant, const std::string& id,
+                           const Done<SessionInfo>& done) {
+  absl::StatusOr<Session*> source = sessions_.Find(tenant, id);
+  if (!source.ok()) return done(source.status());
+  absl::Status resident = sessions_.MakeResident(**source);
+  if (!resident.ok()) return done(resident);
+  absl::StatusOr<Session*> child = sessions_.AddResident(tenant, CloneState(*(*source)->state));
+  if (!child.ok()) return done(child.status());
+  Session& fork = **child;
+  fork.position = (*source)->position;
+  fork.pending_token = (*source)->pending_token;
+  fork.rng = (*source)->rng;
+  sessions_.CheckpointThenAnswer(fork, done, "the fork");
+}
+
+void SessionCommands::Export(const std::string& tenant, const std::string& id,
+                             const Done<std::string>& done) {
+  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
+  if (!session.ok()) return done(session.status());
+  if ((*session)->state) return done(EncodeStateFile(sessions_.RecordOf(**session)));
+  // Spilled: the store holds exactly the last finished turn.
+  done(sessions_.store().Get((*session)->key()));
+}
+
+void SessionCommands::Import(const std::string& tenant, const SessionRecord& record,
+                             const Done<SessionInfo>& done) {
+  absl::StatusOr<State> state = RestoreState(record, model_);
+  if (!state.ok()) {
+    return done(absl::DataLossError(
+        absl::StrCat("the imported state file: ", state.status().message())));
+  }
+  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, *std::move(state));
+  if (!session.ok()) return done(session.status());
+  Session& imported = **session;
+  imported.position = record.position;
+  imported.pending_token = record.pending_token;
+  imported.rng = {record.rng_seed, record.rng_draws};
+  sessions_.CheckpointThenAnswer(imported, done, "the imported session");
+}
+
+}  // namespace linserve

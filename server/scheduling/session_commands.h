@@ -1,0 +1,48 @@
+#ifndef LINSERVE_SERVER_SESSION_COMMANDS_H_
+#define LINSERVE_SERVER_SESSION_COMMANDS_H_
+
+// The session RPCs that run no model step: create an empty session, get,
+// list, delete, fork, export and import. Engine thread only (the scheduler
+// posts them there); each answers through `done`, maybe later from a task the
+// checkpoint writer posts back. A CreateSession with a prompt is a turn
+// (server/turn_runner.h).
+
+#include <cstdint>
+#include <string>
+
+#include "server/scheduling/scheduler.h"
+#include "server/scheduling/session_manager.h"
+#include "server/store/state_file.h"
+
+namespace linserve {
+
+class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+
+class SessionCommands {
+ public:
+  template <typename T>
+  using Done = Scheduler::Done<T>;
+
+  SessionCommands(const LanguageModel& model, SessionManager& sessions)
+      : model_(model), sessions_(sessions) {}
+
+  void CreateEmpty(const std::string& tenant, const Done<SessionInfo>& done);
+  void Get(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
+  void List(const std::string& tenant, int32_t page_size, const std::string& page_token,
+            const Done<SessionPage>& done);
+  void Delete(const std::string& tenant, const std::string& id, const Done<bool>& done);
+  void Fork(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
+  // The session's state file, as the store holds it.
+  void Export(const std::string& tenant, const std::string& id, const Done<std::string>& done);
+  // `record` has passed DecodeStateFileOfModel; the session gets a new id.
+  void Import(const std::string& tenant, const SessionRecord& record,
+              const Done<SessionInfo>& done);
+
+ private:
+  const LanguageModel& model_;
+  SessionManager& sessions_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_SESSION_COMMANDS_H_

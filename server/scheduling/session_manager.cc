@@ -1,0 +1,286 @@
+#include "server/scheduling/session_manager.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/model/language_model.h"
+#include "engine/base/status_macros.h"
+#include "server/common/log.h"
+
+namespace linserve {
+namespace {
+
+// A session known from its state file; the state itself stays in the store
+// until a turn needs it.
+std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
+  auto session = std::make_unique<Session>();
+  session->tenant = record.tenant;
+  session->id = record.session_id;
+  session->position = record.position;
+  session->pending_token = record.pending_token;
+  session->rng = {record.rng_seed, record.rng_draws};
+  session->created_unix_ms = record.created_unix_ms;
+  session->last_used_unix_ms = record.last_used_unix_ms;
+  return session;
+}
+
+}  // namespace
+
+SessionManager::SessionManager(const LanguageModel& model, std::string fingerprint,
+                               StateStore* store, Metrics* metrics,
+                               const SchedulerOptions& options, Post post)
+    : model_(model),
+      fingerprint_(std::move(fingerprint)),
+      store_(store),
+      metrics_(metrics),
+      options_(options),
+      post_(std::move(post)),
+      sharing_(store, model, fingerprint_, metrics, options.session_lease,
+               options.max_state_bytes),
+      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant),
+      writer_(store, metrics) {}
+
+int64_t SessionManager::NowUnixMs() const { return absl::ToUnixMillis(absl::Now()); }
+
+absl::Status SessionManager::LoadStore() {
+  LINSERVE_ASSIGN_OR_RETURN(std::vector<std::string> files, store_->LoadAll());
+  int loaded = 0;
+  for (const std::string& file : files) {
+    absl::StatusOr<SessionRecord> record =
+        DecodeStateFileOfModel(file, options_.max_state_bytes, fingerprint_);
+    if (!record.ok()) {
+      LogWarning("stored_session_skipped", {{"error", record.status().ToString()}});
+      continue;
+    }
+    std::unique_ptr<Session> session = SessionFromRecord(*record);
+    // Read without its version: checked against the store before first use.
+    if (sharing_.shared()) session->store_version = -1;
+    absl::Status added = pool_.AddStored(std::move(session));
+    if (!added.ok()) {
+      LogWarning("stored_session_skipped", {{"error", added.ToString()}});
+      continue;
+    }
+    ++loaded;
+  }
+  LogInfo("store_loaded", {{"sessions", loaded}, {"files", files.size()}});
+  UpdateGauges();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session*> SessionManager::Find(const std::string& tenant, const std::string& id,
+                                              bool refresh) {
+  absl::StatusOr<Session*> found = pool_.Find(tenant, id);
+  if (found.ok()) {
+    if (refresh && !(*found)->busy) {
+      LINSERVE_ASSIGN_OR_RETURN(bool still_stored, sharing_.Refresh(**found));
+      if (!still_stored) return Gone(id);
+    }
+    return found;
+  }
+  if (!absl::IsNotFound(found.status()) || deleting_.contains(id)) return found;
+  // Another replica sharing the store may have made it, or this server may
+  // have restarted since: adopt it from the store.
+  absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned({tenant, id});
+  if (absl::IsNotFound(stored.status())) return found.status();
+  if (!stored.ok()) return stored.status();  // e.g. Redis down: UNAVAILABLE, not a lie
+  absl::StatusOr<SessionRecord> record =
+      DecodeStateFileOfModel(stored->file, options_.max_state_bytes, fingerprint_);
+  if (!record.ok()) return record.status();
+  if (record->tenant != tenant || record->session_id != id) return found.status();
+  std::unique_ptr<Session> adopted = SessionFromRecord(*record);
+  adopted->store_version = stored->version;
+  LINSERVE_RETURN_IF_ERROR(pool_.AddStored(std::move(adopted)));
+  UpdateGauges();
+  return pool_.FindById(id);
+}
+
+absl::Status SessionManager::Gone(const std::string& id) {
+  pool_.Remove(id);
+  UpdateGauges();
+  return absl::NotFoundError(absl::StrCat("session_id ", id, " not found"));
+}
+
+void SessionManager::Discard(const std::string& id) {
+  pool_.Remove(id);
+  UpdateGauges();
+}
+
+void SessionManager::Forget(const std::string& id, std::function<void(absl::Status)> done) {
+  Session* session = pool_.FindById(id);
+  const StoredSessionKey key = session->key();
+  pool_.Remove(id);
+  deleting_.insert(id);
+  UpdateGauges();
+  writer_.Delete(key, [this, id, done = std::move(done)](absl::Status deleted) {
+    post_([this, id] { deleting_.erase(id); });
+    if (done) done(std::move(deleted));
+  });
+}
+
+absl::Status SessionManager::MakeResident(Session& session) {
+  pool_.Touch(&session);
+  if (session.state) return absl::OkStatus();
+  if (absl::Status room = pool_.MakeRoom(&session); !room.ok()) {
+    metrics_->CountRejection("sessions_in_memory");
+    return room;
+  }
+  const absl::Time start = absl::Now();
+  LINSERVE_ASSIGN_OR_RETURN(VersionedStateFile stored, store_->GetVersioned(session.key()));
+  LINSERVE_RETURN_IF_ERROR(sharing_.Reload(session, stored, /*with_state=*/true));
+  metrics_->session_restore_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  UpdateGauges();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, State state) {
+  // A new session's state file needs at least its state's bytes: refuse
+  // before any work rather than after the turn, when the save would fail.
+  if (absl::Status room = store_->CheckRoom(model_.StateBytes(state.positions[0])); !room.ok()) {
+    metrics_->CountRejection("store_full");
+    return room;
+  }
+  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
+  if (!session.ok()) {
+    metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
+                                                                  : "tenant_quota");
+    return session.status();
+  }
+  if (absl::Status room = pool_.MakeRoom(*session); !room.ok()) {
+    pool_.Remove((*session)->id);
+    metrics_->CountRejection("sessions_in_memory");
+    return room;
+  }
+  (*session)->state = std::make_unique<State>(std::move(state));
+  UpdateGauges();
+  return session;
+}
+
+absl::Status SessionManager::TakeLease(TurnLease& lease, Session& session) {
+  LINSERVE_RETURN_IF_ERROR(sharing_.TakeLease(lease, session));
+  // Another server may have advanced the session since this copy was made;
+  // holding the lease, nobody else can from here on.
+  LINSERVE_ASSIGN_OR_RETURN(bool still_stored, sharing_.Refresh(session));
+  if (!still_stored) return Gone(session.id);
+  return absl::OkStatus();
+}
+
+void SessionManager::Checkpoint(Session& session, SessionRecord record, bool leased,
+                                std::function<void(absl::Status)> durable) {
+  ++session.pending_writes;
+  writer_.Put(session.key(), std::move(record), sharing_.NextFence(session, leased),
+              [this, id = session.id, durable = std::move(durable)](absl::Status written) {
+                if (!written.ok()) {
+                  LogError("checkpoint_failed", {{"error", written.ToString()}});
+                }
+                // Decrement first: a reply may lead at once to a request
+                // that wants to spill this session.
+                post_([this, id, failed = !written.ok()] {
+                  Session* s = pool_.FindById(id);
+                  if (s == nullptr) return;
+                  --s->pending_writes;
+                  // The store does not hold what this copy says: read it
+                  // again before the next use.
+                  if (failed && sharing_.shared()) s->store_version = -1;
+                });
+                durable(std::move(written));
+              });
+}
+
+void SessionManager::CheckpointThenAnswer(Session& session,
+                                          const Scheduler::Done<SessionInfo>& done,
+                                          const char* what) {
+  // A new session exists only once it is durable: busy until then, so that
+  // no turn, fork or delete reaches it, and removed when the save fails.
+  session.busy = true;
+  auto answer = [this, id = session.id, done, what](absl::Status written) {
+    post_([this, id, done, what, written] {
+      if (!written.ok()) {
+        Discard(id);
+        return done(SaveError(absl::StrCat("saving ", what, " (so it was not created)"), written));
+      }
+      Session* saved = pool_.FindById(id);  // busy until now: nothing removed it
+      saved->busy = false;
+      done(InfoOf(*saved));
+    });
+  };
+  Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+}
+
+absl::Status SessionManager::SaveError(absl::string_view what, const absl::Status& written) {
+  const std::string message = absl::StrCat(what, " failed: ", written.message());
+  if (absl::IsResourceExhausted(written)) {
+    metrics_->CountRejection("store_full");
+    return absl::ResourceExhaustedError(message);
+  }
+  if (absl::IsAborted(written)) return absl::AbortedError(message);
+  return absl::UnavailableError(message);
+}
+
+SessionInfo SessionManager::InfoOf(const Session& session) const {
+  return {session.id,
+          session.position,
+          model_.StateBytes(session.position),
+          session.created_unix_ms,
+          session.last_used_unix_ms,
+          session.busy};
+}
+
+SessionRecord SessionManager::RecordOf(const Session& session) const {
+  SessionRecord record;
+  record.model_fingerprint = fingerprint_;
+  record.tenant = session.tenant;
+  record.session_id = session.id;
+  record.position = session.position;
+  record.pending_token = session.pending_token;
+  record.rng_seed = session.rng.seed;
+  record.rng_draws = session.rng.draws;
+  record.created_unix_ms = session.created_unix_ms;
+  record.last_used_unix_ms = session.last_used_unix_ms;
+  record.payload = model_.SerializeState(*session.state);
+  return record;
+}
+
+void SessionManager::SweepIdle() {
+  const absl::Time now = absl::Now();
+  if (options_.session_ttl <= absl::ZeroDuration() || now - last_sweep_ < absl::Seconds(1)) return;
+  last_sweep_ = now;
+  const int64_t cutoff = NowUnixMs() - absl::ToInt64Milliseconds(options_.session_ttl);
+  const std::vector<std::string> expired = pool_.IdleSince(cutoff);
+  if (expired.empty()) return;
+  for (const std::string& id : expired) {
+    // A shared store expires entries itself (the same TTL from the last
+    // write, by any server); this server's copy may just be the idle one.
+    if (sharing_.shared()) {
+      pool_.Remove(id);
+    } else {
+      Forget(id, nullptr);
+    }
+  }
+  if (sharing_.shared()) UpdateGauges();
+  LogInfo("sessions_expired", {{"count", expired.size()},
+                               {"idle_ttl_s", absl::ToInt64Seconds(options_.session_ttl)}});
+}
+
+void SessionManager::UpdateGauges() {
+  const std::vector<int64_t> positions = pool_.ResidentPositions();
+  const int64_t resident = static_cast<int64_t>(positions.size());
+  // Real bytes: a constant-state kind's are the same at every position; the
+  // softmax baseline's cache grows with each session's.
+  int64_t bytes = 0;
+  if (model_.StateGrowsWithPosition()) {
+    for (int64_t position : positions) bytes += model_.StateBytes(position);
+    metrics_->state_bytes_per_session().Set(
+        resident > 0 ? static_cast<double>(bytes) / static_cast<double>(resident)
+                     : static_cast<double>(model_.StateBytes(0)));
+  } else {
+    bytes = resident * model_.StateBytes(0);
+  }
+  metrics_->resident_state_bytes().Set(static_cast<double>(bytes));
+  metrics_->sessions_on_device().Set(static_cast<double>(resident));
+  metrics_->sessions_in_host().Set(0);
+  metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));
+}
+
+}  // namespace linserve

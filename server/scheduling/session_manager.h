@@ -1,0 +1,118 @@
+#ifndef LINSERVE_SERVER_SESSION_MANAGER_H_
+#define LINSERVE_SERVER_SESSION_MANAGER_H_
+
+// The sessions that turns and session commands share: the pool (which ones
+// exist, which have their state in memory), the store behind it, and the
+// checkpoints that make a session's changes durable. Engine thread only:
+// what the checkpoint writer reports comes back through `post`.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/sessions/checkpoint_writer.h"
+#include "server/common/metrics.h"
+#include "server/scheduling/scheduler.h"
+#include "server/sessions/session_pool.h"
+#include "server/sessions/session_sharing.h"
+#include "server/store/state_store.h"
+
+namespace linserve {
+
+class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+struct State;
+
+class SessionManager {
+ public:
+  // Runs a task on the engine thread.
+  using Post = std::function<void(std::function<void()>)>;
+
+  SessionManager(const LanguageModel& model, std::string fingerprint, StateStore* store,
+                 Metrics* metrics, const SchedulerOptions& options, Post post);
+
+  // Reads every session of the store made by this model into the pool
+  // (states stay in the store); others are logged and left alone.
+  absl::Status LoadStore();
+
+  // The tenant's session: the pool's, or one the store has that the pool
+  // does not know (made by another server, or before a restart). With a
+  // store several servers share, an idle session is first brought up to
+  // date with the store (`refresh`).
+  absl::StatusOr<Session*> Find(const std::string& tenant, const std::string& id,
+                                bool refresh = true);
+  // The pool's session only, or null.
+  Session* FindById(const std::string& id) { return pool_.FindById(id); }
+  // A session that never existed (its creation failed or was cut) goes.
+  void Discard(const std::string& id);
+  // Removes the session from the pool and the store; `done` runs on the
+  // writer thread once the store entry is gone.
+  void Forget(const std::string& id, std::function<void(absl::Status)> done);
+  // Reads the session's state from the store when it is not in memory,
+  // spilling the least recently used idle state if memory is full.
+  absl::Status MakeResident(Session& session);
+  // A new session of `tenant` holding `state`, with room made in memory;
+  // RESOURCE_EXHAUSTED at the session limits or when the store is full.
+  absl::StatusOr<Session*> AddResident(const std::string& tenant, State state);
+  // Takes the session's lease for a turn and brings the session up to date
+  // (a no-op with a store one server owns).
+  absl::Status TakeLease(TurnLease& lease, Session& session);
+  // Marks the session most recently used.
+  void Touch(Session& session) { pool_.Touch(&session); }
+
+  // Queues `record` as the session's checkpoint (fenced by the turn's lease
+  // when `leased`); `durable` runs on the writer thread once it is (or failed).
+  void Checkpoint(Session& session, SessionRecord record, bool leased,
+                  std::function<void(absl::Status)> durable);
+  // Checkpoints a session just made, then answers `done` with its info; when
+  // the save fails the session is removed and `done` hears why saving `what`
+  // failed.
+  void CheckpointThenAnswer(Session& session, const Scheduler::Done<SessionInfo>& done,
+                            const char* what);
+  // What the client hears when `what` failed to save: RESOURCE_EXHAUSTED
+  // stays so (the store is full: retrying will not help until sessions are
+  // deleted), ABORTED stays so (another server moved the session: a fenced
+  // write), anything else is UNAVAILABLE.
+  absl::Status SaveError(absl::string_view what, const absl::Status& written);
+  // Returns once every queued checkpoint and delete is done.
+  void Flush() { writer_.Flush(); }
+
+  SessionRecord RecordOf(const Session& session) const;
+  SessionInfo InfoOf(const Session& session) const;
+  // The tenant's sessions, oldest first.
+  std::vector<const Session*> ListOf(const std::string& tenant) const {
+    return pool_.ListOf(tenant);
+  }
+  // Deletes sessions idle for the session TTL (checked once a second).
+  void SweepIdle();
+  void UpdateGauges();
+  int64_t NowUnixMs() const;
+
+  SessionSharing& sharing() { return sharing_; }
+  StateStore& store() { return *store_; }
+  const Post& post() const { return post_; }
+
+ private:
+  // Drops the copy of a session the store no longer has.
+  absl::Status Gone(const std::string& id);
+
+  const LanguageModel& model_;
+  const std::string fingerprint_;
+  StateStore* const store_;
+  Metrics* const metrics_;
+  const SchedulerOptions options_;
+  const Post post_;
+  SessionSharing sharing_;
+  SessionPool pool_;
+  // Sessions deleted whose store entry the writer has not removed yet: never
+  // adopted back from the store meanwhile.
+  absl::flat_hash_set<std::string> deleting_;
+  absl::Time last_sweep_ = absl::InfinitePast();
+  CheckpointWriter writer_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_SESSION_MANAGER_H_

@@ -1,0 +1,65 @@
+#ifndef LINSERVE_SERVER_TURN_H_
+#define LINSERVE_SERVER_TURN_H_
+
+// One request's work on the engine, as the scheduler queues it and the turn
+// runner advances it. Brings in LibTorch (the turn owns a State): only the
+// scheduler's own files include it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "engine/generation/generation.h"
+#include "engine/model/state.h"
+#include "server/requests/request_validation.h"
+#include "server/scheduling/scheduler.h"
+#include "server/sessions/session_sharing.h"
+#include "server/scheduling/turn_sink.h"
+
+namespace linserve {
+
+// A Generate, or the prefill of a CreateSession prompt.
+struct Turn {
+  std::shared_ptr<TurnSink> sink;           // null for a CreateSession prefill
+  Scheduler::Done<SessionInfo> on_created;  // set for a CreateSession prefill only
+  std::string tenant;
+  GenerateCall call;
+  absl::Time arrived;
+  absl::Time admitted;
+  absl::Time first_token = absl::InfinitePast();
+  absl::Time last_token;
+  std::string session_id;  // the session it advances; empty: stateless
+  // The turn's own copy of the state: the session's changes only when the
+  // turn finishes, so a cancelled or failed turn leaves it as it was.
+  State state;
+  std::vector<int64_t> prefill;  // pending token, BOS if the model takes one, prompt tokens
+  size_t prefilled = 0;
+  // The prefix-state cache (server/prefix_cache.h), for a turn that starts
+  // from a fresh state: the chain keys of the prompt's whole blocks, the
+  // tokens it resumed past (0: none) and where a snapshot is due (0: none;
+  // prefill pieces end there).
+  std::vector<std::string> prefix_keys;
+  int64_t cached_tokens = 0;
+  int64_t snapshot_at = 0;
+  std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
+  uint64_t seed = 0;
+  int64_t next_token = -1;  // sampled, fed to the model by the next decode step
+  // CreateSession: the prompt's last token, left for the first turn to feed
+  // (as a Generate leaves its last sampled token), so that a turn with an
+  // empty prompt can start generating right after it.
+  int64_t held_back = -1;
+  bool in_batch = false;  // its state is a row of the runner's decode batch
+  bool done = false;
+  // With a store several servers share: the lease on its session.
+  TurnLease lease;
+
+  bool creates_session() const { return static_cast<bool>(on_created); }
+  bool prefilling() const { return prefilled < prefill.size(); }
+  bool cancelled() const { return sink != nullptr && sink->Cancelled(); }
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_TURN_H_

@@ -1,0 +1,367 @@
+#include "server/scheduling/turn_runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/base/status_macros.h"
+#include "server/common/log.h"
+#include "server/scheduling/token_logprobs.h"
+
+namespace linserve {
+namespace {
+
+double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
+                       Metrics* metrics, int64_t max_context_tokens,
+                       std::function<void()> turn_ended)
+    : model_(model),
+      tokenizer_(model.tokenizer()),
+      sessions_(sessions),
+      prefix_cache_(prefix_cache),
+      metrics_(metrics),
+      max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
+      turn_ended_(std::move(turn_ended)) {}
+
+absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
+  if (max_context_tokens_ <= 0) return absl::OkStatus();
+  const int64_t after_prompt = position + prompt_tokens;
+  if (after_prompt > max_context_tokens_) {
+    metrics_->CountRejection("context_full");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt takes the state to ", after_prompt, " tokens (", prompt_tokens,
+        " new at position ", position, "); this model's KV cache holds at most "
+        "max_context_tokens = ", max_context_tokens_, " tokens"));
+  }
+  // The last sampled token is only fed by the next turn: a turn may sample
+  // one more token than the cache has room left for. Reaching the bound
+  // ends the turn with FINISH_REASON_LENGTH.
+  int32_t& max_new_tokens = turn.call.sampling.max_new_tokens;
+  max_new_tokens = static_cast<int32_t>(
+      std::min<int64_t>(max_new_tokens, max_context_tokens_ - after_prompt + 1));
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> TurnRunner::PromptTokens(const GenerateCall& call, bool starts_text) const {
+  if (!call.prompt_tokens.empty()) return call.prompt_tokens;
+  return tokenizer_.Encode(call.prompt, starts_text);
+}
+
+absl::Status TurnRunner::Begin(Turn& turn) {
+  SamplingParams& params = turn.call.sampling;
+  SamplerRngState rng{params.seed, 0};
+  if (turn.creates_session()) {
+    LINSERVE_ASSIGN_OR_RETURN(Session * session,
+                              sessions_.AddResident(turn.tenant, model_.NewState()));
+    session->busy = true;
+    turn.session_id = session->id;
+    turn.state = CloneState(*session->state);
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
+    turn.held_back = turn.prefill.back();  // the prompt is not empty here
+    turn.prefill.pop_back();
+    UsePrefixCache(turn);
+    // The held-back token counts: the first turn feeds it.
+    return FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size()) + 1);
+  }
+  if (!turn.call.session_id.empty()) {
+    LINSERVE_ASSIGN_OR_RETURN(
+        Session * session, sessions_.Find(turn.tenant, turn.call.session_id, /*refresh=*/false));
+    if (session->busy) {
+      metrics_->CountRejection("session_busy");
+      return absl::FailedPreconditionError(
+          absl::StrCat("session_id ", session->id,
+                       " is busy with another turn; a session runs one Generate at a time"));
+    }
+    LINSERVE_RETURN_IF_ERROR(sessions_.TakeLease(turn.lease, *session));
+    LINSERVE_RETURN_IF_ERROR(sessions_.MakeResident(*session));
+    if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
+    const bool fresh = session->position == 0 && session->pending_token < 0;
+    const std::vector<int64_t> prompt = PromptTokens(turn.call, fresh);
+    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+    // Nothing to feed: a new session of a model that takes no BOS, or one
+    // whose last turn sampled nothing.
+    if (turn.prefill.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt is empty and session_id ", session->id,
+          " has no pending token to continue from; send at least 1 byte"));
+    }
+    LINSERVE_RETURN_IF_ERROR(
+        FitContext(turn, session->position, static_cast<int64_t>(turn.prefill.size())));
+    session->busy = true;
+    turn.session_id = session->id;
+    turn.state = CloneState(*session->state);
+    if (fresh) UsePrefixCache(turn);
+    // Without a seed of its own a turn continues the session's random
+    // stream, so a conversation replays identically after a restart.
+    if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
+  } else {
+    turn.state = model_.NewState();
+    turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
+    LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
+    UsePrefixCache(turn);
+  }
+  if (!turn.call.seed_given && rng.seed == 0) {
+    rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
+  }
+  params.seed = rng.seed;
+  turn.seed = rng.seed;
+  turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
+  turn.generation->sampler().set_rng_state(rng);
+  return absl::OkStatus();
+}
+
+void TurnRunner::UsePrefixCache(Turn& turn) {
+  if (!prefix_cache_.enabled()) return;
+  const int64_t chunk = prefix_cache_.chunk();
+  const auto tokens = static_cast<int64_t>(turn.prefill.size());
+  turn.prefix_keys = prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, turn.prefill);
+  if (turn.prefix_keys.empty()) return;  // shorter than a block: nothing to find or keep
+  // A Generate samples its first token from the logits after its prompt's
+  // last token, so it prefills at least that one; a CreateSession prefill
+  // needs no logits and may resume past its whole prompt.
+  const int64_t usable = turn.creates_session() ? tokens / chunk : (tokens - 1) / chunk;
+  const PrefixCache::Hit hit = prefix_cache_.Lookup(turn.prefix_keys, usable);
+  if (hit.state != nullptr) {
+    turn.state = CloneState(*hit.state);
+    turn.prefilled = static_cast<size_t>(hit.blocks * chunk);
+    turn.cached_tokens = hit.blocks * chunk;
+  }
+  turn.snapshot_at = prefix_cache_.ChooseSnapshot(turn.prefix_keys, hit.blocks) * chunk;
+}
+
+void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
+  std::vector<int64_t> tokens;
+  std::vector<const State*> states;
+  for (Turn* turn : group) {
+    const auto first = turn->prefill.begin() + static_cast<std::ptrdiff_t>(turn->prefilled);
+    tokens.insert(tokens.end(), first, first + n);
+    states.push_back(&turn->state);
+  }
+  State batch = group.size() == 1 ? group[0]->state : StackStates(states);
+  absl::StatusOr<torch::Tensor> logits = model_.PrefillBatch(batch, tokens);
+  if (!logits.ok()) {
+    for (Turn* turn : group) FinishWithError(*turn, logits.status());
+    return;
+  }
+  if (group.size() == 1) {
+    group[0]->state = std::move(batch);
+  } else {
+    std::vector<State> rows = model_.SplitState(batch);
+    for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
+  }
+  metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
+  const int64_t vocab = logits->size(1);
+  for (size_t i = 0; i < group.size(); ++i) {
+    Turn& turn = *group[i];
+    turn.prefilled += static_cast<size_t>(n);
+    if (turn.snapshot_at > 0 && static_cast<int64_t>(turn.prefilled) == turn.snapshot_at) {
+      prefix_cache_.Insert(turn.prefix_keys[turn.snapshot_at / prefix_cache_.chunk() - 1],
+                           turn.state, model_.StateBytes(turn.snapshot_at));
+    }
+    if (turn.prefilling()) continue;
+    if (turn.creates_session()) {
+      FinishTurn(turn, /*cancelled=*/false);
+    } else {
+      Emit(turn, logits->data_ptr<float>() + i * vocab);
+    }
+  }
+}
+
+void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
+  if (members != batch_members_) {
+    DetachBatch();
+    std::vector<const State*> states;
+    for (Turn* turn : members) states.push_back(&turn->state);
+    batch_ = StackStates(states);
+    for (Turn* turn : members) turn->in_batch = true;
+    batch_members_ = members;
+  }
+  std::vector<int64_t> tokens;
+  for (Turn* turn : members) tokens.push_back(turn->next_token);
+  metrics_->batch_size().Observe(static_cast<double>(members.size()));
+  absl::StatusOr<torch::Tensor> logits = model_.Step(batch_, tokens);
+  if (!logits.ok()) {
+    LogError("decode_step_failed", {{"error", logits.status().ToString()}});
+    for (Turn* turn : members) FinishWithError(*turn, logits.status());
+    return;
+  }
+  const int64_t vocab = logits->size(1);
+  const float* rows = logits->data_ptr<float>();
+  for (size_t i = 0; i < members.size(); ++i) Emit(*members[i], rows + i * vocab);
+}
+
+void TurnRunner::Emit(Turn& turn, const float* logits) {
+  const absl::Span<const float> row(logits, tokenizer_.vocab_size());
+  const Generation::Step step = turn.generation->Next(row);
+  const absl::Time now = absl::Now();
+  if (turn.first_token == absl::InfinitePast()) {
+    turn.first_token = now;
+    metrics_->time_to_first_token_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
+  }
+  turn.last_token = now;
+  metrics_->generated_tokens_total().Increment();
+  TurnPiece piece;
+  piece.text = step.text;
+  if (turn.call.logprobs) {
+    piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
+  }
+  if (!piece.text.empty() || !piece.tokens.empty()) turn.sink->Send(std::move(piece));
+  if (step.finish != FinishReason::kNone) {
+    FinishTurn(turn, /*cancelled=*/false);
+  } else {
+    turn.next_token = step.token;
+  }
+}
+
+void TurnRunner::DetachBatch() {
+  if (batch_members_.empty()) return;
+  std::vector<State> rows = model_.SplitState(batch_);
+  for (size_t i = 0; i < batch_members_.size(); ++i) {
+    batch_members_[i]->state = std::move(rows[i]);
+    batch_members_[i]->in_batch = false;
+  }
+  batch_members_.clear();
+  batch_ = State{};
+}
+
+void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
+  if (turn.in_batch) DetachBatch();
+  turn.done = true;
+  sessions_.sharing().ReleaseLease(turn.lease);
+  if (!turn.session_id.empty()) {
+    Session* session = sessions_.FindById(turn.session_id);
+    if (session != nullptr && session->busy) {
+      session->busy = false;
+      // A session that a failed CreateSession prefill was making never existed.
+      if (turn.creates_session()) sessions_.Discard(turn.session_id);
+    }
+    sessions_.UpdateGauges();
+  }
+  turn_ended_();
+  if (turn.sink) turn.sink->Finish(std::move(error));
+  if (turn.on_created) turn.on_created(std::move(error));
+}
+
+void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
+  if (turn.in_batch) DetachBatch();
+  turn.done = true;
+  turn_ended_();
+  const absl::Time now = absl::Now();
+  TurnSummary summary;
+  summary.cancelled = cancelled;
+  summary.reason = turn.generation ? turn.generation->finish_reason() : FinishReason::kNone;
+  summary.prompt_tokens = static_cast<int32_t>(turn.prefilled);
+  summary.cached_tokens = static_cast<int32_t>(turn.cached_tokens);
+  summary.generated_tokens = turn.generation ? turn.generation->generated_tokens() : 0;
+  summary.queue_ms = Millis(turn.admitted - turn.arrived);
+  const bool sampled = turn.first_token != absl::InfinitePast();
+  summary.prefill_ms = Millis((sampled ? turn.first_token : now) - turn.admitted);
+  summary.decode_ms = sampled ? Millis(turn.last_token - turn.first_token) : 0;
+  summary.seed = turn.seed;
+  metrics_->request_duration_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
+  if (summary.generated_tokens > 1) {
+    metrics_->time_per_output_token_seconds(turn.call.protocol).Observe(
+        Seconds(turn.last_token - turn.first_token) / (summary.generated_tokens - 1));
+  }
+
+  Session* session = turn.session_id.empty() ? nullptr : sessions_.FindById(turn.session_id);
+  if (session == nullptr) {
+    if (turn.sink) turn.sink->Finish(summary);
+    return;
+  }
+  if (cancelled) {
+    sessions_.sharing().ReleaseLease(turn.lease);
+    session->busy = false;
+    // The session keeps its last finished turn; a session whose creating
+    // prefill was cut never existed.
+    if (turn.creates_session()) sessions_.Discard(session->id);
+    sessions_.UpdateGauges();
+    if (turn.sink) turn.sink->Finish(summary);
+    if (turn.on_created) turn.on_created(absl::CancelledError("CreateSession was cancelled"));
+    return;
+  }
+  // The session takes the turn's state only once that is durable. Until then
+  // it stays busy and as it was, so a failed save leaves it exactly at its
+  // last finished turn, in memory and in the store, and usable again. The
+  // stream hears that the turn finished only once it is durable, after the
+  // session moved on (so that its next turn finds it free).
+  auto next = std::make_shared<Session>();
+  next->tenant = session->tenant;
+  next->id = session->id;
+  next->created_unix_ms = session->created_unix_ms;
+  next->position = turn.state.positions[0];
+  next->pending_token = turn.creates_session() ? turn.held_back
+                        : summary.generated_tokens > 0 ? turn.generation->history().back()
+                                                       : -1;
+  next->rng = turn.generation ? turn.generation->sampler().rng_state() : session->rng;
+  next->last_used_unix_ms = sessions_.NowUnixMs();
+  next->state = std::make_unique<State>(std::move(turn.state));
+  summary.position = next->position;
+  // The lease goes before the stream hears anything, so that the session's
+  // next turn may go to any server.
+  const bool leased = turn.lease.held;
+  sessions_.Checkpoint(
+      *session, sessions_.RecordOf(*next), leased,
+      [this, next, sink = turn.sink, on_created = turn.on_created, summary, leased,
+       lease_key = turn.lease.key](absl::Status written) {
+        if (leased) sessions_.sharing().ReleaseLeaseOf(lease_key);
+        sessions_.post()([this, next, sink, on_created, summary, written] {
+          Session* session = sessions_.FindById(next->id);  // busy: still there
+          if (session != nullptr) {
+            session->busy = false;
+            if (written.ok()) {
+              session->state = std::move(next->state);
+              session->position = next->position;
+              session->pending_token = next->pending_token;
+              session->rng = next->rng;
+              session->last_used_unix_ms = next->last_used_unix_ms;
+              sessions_.Touch(*session);
+            } else if (on_created) {
+              sessions_.Discard(next->id);  // a session never saved never existed
+            }
+            sessions_.UpdateGauges();
+          }
+          if (!written.ok()) {
+            const absl::Status error = sessions_.SaveError(
+                on_created ? "saving the new session (so it was not created)"
+                           : "saving the session after the turn (so the turn was undone: "
+                             "the session stays at its last finished turn)",
+                written);
+            if (sink) sink->Finish(error);
+            if (on_created) on_created(error);
+            return;
+          }
+          if (sink) sink->Finish(summary);
+          if (on_created && session != nullptr) {
+            SessionInfo info = sessions_.InfoOf(*session);
+            info.cached_tokens = summary.cached_tokens;
+            on_created(std::move(info));
+          }
+        });
+      });
+}
+
+absl::Status TurnRunner::WarmUp(int32_t steps) {
+  if (steps <= 0) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  State one = model_.NewState();
+  LINSERVE_RETURN_IF_ERROR(
+      model_.Prefill(one, tokenizer_.Encode(std::string(128, 'a'), /*starts_text=*/true)).status());
+  std::vector<const State*> copies(8, &one);
+  State eight = StackStates(copies);
+  for (int32_t i = 0; i < steps; ++i) {
+    LINSERVE_RETURN_IF_ERROR(model_.Step(one, {'a'}).status());
+    LINSERVE_RETURN_IF_ERROR(model_.Step(eight, std::vector<int64_t>(8, 'a')).status());
+  }
+  LogInfo("warmed_up", {{"steps", steps}, {"ms", Millis(absl::Now() - start)}});
+  return absl::OkStatus();
+}
+
+}  // namespace linserve

@@ -1,0 +1,88 @@
+#ifndef LINSERVE_SERVER_TURN_RUNNER_H_
+#define LINSERVE_SERVER_TURN_RUNNER_H_
+
+// Runs admitted turns on the model: starts each from its session (or a new
+// state), prefills groups of turns, runs batched decode steps, samples and
+// hands the pieces to the streams, and finishes turns, checkpointing their
+// sessions before their streams hear the end. Which turns run in each step
+// is the scheduler's choice (server/scheduler.cc). Engine thread only.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "engine/model/language_model.h"
+#include "engine/model/state.h"
+#include "engine/text/tokenizer.h"
+#include "server/common/metrics.h"
+#include "server/scheduling/prefix_cache.h"
+#include "server/scheduling/session_manager.h"
+#include "server/scheduling/turn.h"
+
+namespace linserve {
+
+class TurnRunner {
+ public:
+  // `turn_ended` runs once per turn, when it is done and before its stream
+  // or CreateSession hears the end (the scheduler frees its place there).
+  // `max_context_tokens` bounds a growing state (0: no bound; see
+  // SchedulerOptions).
+  TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
+             Metrics* metrics, int64_t max_context_tokens, std::function<void()> turn_ended);
+
+  // Sets up an admitted turn: its session (made, or found and leased), its
+  // state, the tokens to prefill, its sampler and seed.
+  absl::Status Begin(Turn& turn);
+  // Prefills the next `n` tokens of every turn of `group` (all at the same
+  // position) in one batched call; a turn whose prompt is done samples its
+  // first token (or, creating a session, finishes).
+  void PrefillGroup(const std::vector<Turn*>& group, int64_t n);
+  // One batched decode step for `members` (turns past their prefill), each
+  // sampling its next token. The batch's stacked state is kept while the
+  // members stay the same.
+  void DecodeStep(const std::vector<Turn*>& members);
+
+  void FinishWithError(Turn& turn, absl::Status error);
+  // A turn that ended (or was cut, `cancelled`): a session's turn is
+  // checkpointed first, and its stream hears the end once that is durable.
+  void FinishTurn(Turn& turn, bool cancelled);
+
+  // A prefill and `steps` decode steps at batch 1 and 8, results dropped, so
+  // the first requests do not pay for LibTorch's lazy initialisation.
+  absl::Status WarmUp(int32_t steps);
+
+ private:
+  // Samples `turn`'s next token from its logits row and streams the text.
+  void Emit(Turn& turn, const float* logits);
+  // For a turn starting from a fresh state: resumes it from the longest
+  // cached prefix of its prompt, and picks the boundary where it leaves a
+  // snapshot (server/prefix_cache.h).
+  void UsePrefixCache(Turn& turn);
+  // The request's token ids as given, or its text encoded (with BOS when it
+  // `starts_text` and the model takes one).
+  std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
+  // Gives every member of the decode batch its own state back.
+  void DetachBatch();
+  // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
+  // state at `position` past max_context_tokens, else caps the turn's
+  // max_new_tokens so that its state stays within it.
+  absl::Status FitContext(Turn& turn, int64_t position, int64_t prompt_tokens);
+
+  LanguageModel& model_;
+  const Tokenizer tokenizer_;
+  SessionManager& sessions_;
+  PrefixCache& prefix_cache_;
+  Metrics* const metrics_;
+  const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
+  const std::function<void()> turn_ended_;
+
+  std::vector<Turn*> batch_members_;  // the rows of batch_, in order
+  State batch_;
+  absl::BitGen bitgen_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_TURN_RUNNER_H_

@@ -1,0 +1,61 @@
+#ifndef LINSERVE_SERVER_CHECKPOINT_WRITER_H_
+#define LINSERVE_SERVER_CHECKPOINT_WRITER_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "server/common/metrics.h"
+#include "server/store/state_file.h"
+#include "server/store/state_store.h"
+
+namespace linserve {
+
+// Writes sessions' state files to the store on its own thread, so that the
+// engine thread never waits for a disk (an fsync takes milliseconds). Puts and
+// deletes run in the order they were queued, so a session's latest write
+// always lands last and a delete is never undone by an older put.
+// Thread-safe.
+class CheckpointWriter {
+ public:
+  // Called on the writer thread once the operation is durable (or failed).
+  using Done = std::function<void(absl::Status)>;
+
+  CheckpointWriter(StateStore* store, Metrics* metrics);
+  // Finishes everything queued, then stops.
+  ~CheckpointWriter();
+
+  // Encodes `record` (checksumming it off the engine thread) and stores it
+  // under `fence` (see WriteFence; a store one server owns ignores it).
+  void Put(StoredSessionKey key, SessionRecord record, Done done);
+  void Put(StoredSessionKey key, SessionRecord record, WriteFence fence, Done done);
+  void Delete(StoredSessionKey key, Done done);
+  // Returns once everything queued before the call is done.
+  void Flush();
+
+ private:
+  struct Job {
+    bool is_delete;
+    StoredSessionKey key;
+    SessionRecord record;
+    WriteFence fence;
+    Done done;
+  };
+
+  void Run();
+
+  StateStore* const store_;
+  Metrics* const metrics_;
+  absl::Mutex mu_;
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // jobs ever queued
+  uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // jobs ever finished
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_CHECKPOINT_WRITER_H_

@@ -1,0 +1,97 @@
+#ifndef LINSERVE_SERVER_SESSION_POOL_H_
+#define LINSERVE_SERVER_SESSION_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/generation/sampler.h"
+#include "server/store/state_store.h"
+
+namespace linserve {
+
+struct State;  // engine/state.h; kept out of this header (LibTorch)
+
+// One conversation held by the server.
+struct Session {
+  Session();
+  ~Session();
+
+  std::string tenant;  // owner; empty when auth is off
+  std::string id;
+  int64_t position = 0;       // tokens the state has consumed
+  int64_t pending_token = -1;  // sampled last turn, fed first next turn; -1: none
+  SamplerRngState rng;         // where the last turn's sampler stopped
+  int64_t created_unix_ms = 0;
+  int64_t last_used_unix_ms = 0;
+  // The state after the last finished turn; null while it is only in the store.
+  std::unique_ptr<State> state;
+  bool busy = false;       // a turn (Generate or a CreateSession prefill) runs on it
+  int pending_writes = 0;  // checkpoints queued and not yet durable
+  // With a store several servers share: the store version this copy
+  // matches once its queued checkpoints land (0: never stored; -1: unknown,
+  // so read the store again before using it).
+  int64_t store_version = 0;
+  uint64_t last_touch = 0;  // LRU order of memory residency
+
+  StoredSessionKey key() const { return {tenant, id}; }
+};
+
+// Every session the server knows, in memory or only in the store, with LRU
+// order for spilling. Not thread-safe: the engine thread owns it.
+class SessionPool {
+ public:
+  // `max_sessions` bounds all sessions, `max_in_memory` those with a state
+  // in memory, `max_per_tenant` those one authenticated tenant may make
+  // (0: no quota). The "" tenant (auth off) has no quota: without tokens
+  // every client is that tenant, so its quota would only be a second
+  // max_sessions.
+  SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant = 0);
+
+  // NOT_FOUND for an unknown id and for another tenant's: the two must be
+  // indistinguishable.
+  absl::StatusOr<Session*> Find(const std::string& tenant, const std::string& id);
+  // Any tenant's session, or null (the server's own bookkeeping).
+  Session* FindById(const std::string& id);
+  // A new empty session with a fresh id; RESOURCE_EXHAUSTED at max_sessions
+  // or at the tenant's quota.
+  absl::StatusOr<Session*> Add(const std::string& tenant, int64_t now_unix_ms);
+  // A session read back from the store (its state stays there). It counts
+  // towards its tenant's quota but is not refused by it: it exists already.
+  absl::Status AddStored(std::unique_ptr<Session> session);
+  void Remove(const std::string& id);
+
+  // Marks `session` most recently used.
+  void Touch(Session* session);
+  // Frees memory for one more resident state by dropping the least recently
+  // used idle state whose checkpoint is durable (it is already in the store).
+  // RESOURCE_EXHAUSTED when every resident session is busy or being written.
+  absl::Status MakeRoom(const Session* keep);
+
+  // The tenant's sessions, oldest first (ties by id).
+  std::vector<const Session*> ListOf(const std::string& tenant) const;
+  // Sessions idle (not busy, nothing being written) since before `cutoff`.
+  std::vector<std::string> IdleSince(int64_t cutoff_unix_ms) const;
+
+  int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
+  int64_t in_memory() const;
+  // The positions of the sessions whose state is in memory.
+  std::vector<int64_t> ResidentPositions() const;
+  int64_t max_sessions() const { return max_sessions_; }
+  int64_t CountOf(const std::string& tenant) const;
+
+ private:
+  const int64_t max_sessions_;
+  const int64_t max_in_memory_;
+  const int64_t max_per_tenant_;
+  uint64_t clock_ = 0;
+  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
+  absl::flat_hash_map<std::string, int64_t> per_tenant_;  // sessions by tenant
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_SESSION_POOL_H_

@@ -1,0 +1,59 @@
+#ifndef LINSERVE_SERVER_DISK_STATE_STORE_H_
+#define LINSERVE_SERVER_DISK_STATE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "server/store/state_store.h"
+
+namespace linserve {
+
+// State files in one directory, named by the SHA-256 of (tenant, session id),
+// written atomically (server/atomic_file.h), holding at most `max_bytes` of
+// state files in all. Thread-safe: every call touches one file, the rename
+// is atomic, and the byte count is kept under a lock.
+class DiskStateStore : public StateStore {
+ public:
+  // Creates `dir` if needed, removes temporaries a crash left there and
+  // counts the bytes of the state files already in it (they count against
+  // `max_bytes`, which is --max_store_bytes).
+  static absl::StatusOr<std::unique_ptr<DiskStateStore>> Open(const std::string& dir,
+                                                              int64_t max_bytes = INT64_MAX);
+
+  // RESOURCE_EXHAUSTED, naming --max_store_bytes, when the file would take
+  // the directory past `max_bytes` (a replaced file's old bytes are freed).
+  absl::Status Put(const StoredSessionKey& key, const std::string& state_file) override;
+  absl::StatusOr<std::string> Get(const StoredSessionKey& key) override;
+  absl::Status Delete(const StoredSessionKey& key) override;
+  absl::StatusOr<std::vector<std::string>> LoadAll() override;
+  absl::Status CheckRoom(int64_t more_bytes) const override;
+
+  // The file that holds `key` (tests and tools).
+  std::string PathOf(const StoredSessionKey& key) const;
+  // Bytes of the state files held now.
+  int64_t bytes() const;
+  // Temporaries of interrupted writes that Open removed (the server logs it).
+  int stale_temp_files_removed() const { return stale_temp_files_removed_; }
+
+ private:
+  DiskStateStore(std::string dir, int64_t max_bytes, int stale_temp_files_removed)
+      : dir_(std::move(dir)),
+        max_bytes_(max_bytes),
+        stale_temp_files_removed_(stale_temp_files_removed) {}
+  absl::Status Full(int64_t needed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string dir_;
+  const int64_t max_bytes_;
+  const int stale_temp_files_removed_;
+  mutable absl::Mutex mu_;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of each file by name: what a replacing Put or a Delete frees.
+  absl::flat_hash_map<std::string, int64_t> sizes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace linserve
+
+#endif  // LINSERVE_SERVER_DISK_STATE_STORE_H_

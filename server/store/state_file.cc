@@ -1,0 +1,155 @@
+#include "server/store/state_file.h"
+
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "engine/base/sha256.h"
+#include "engine/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace linserve {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kMagic[8] = {'L', 'N', 'S', 'V', 'S', 'T', 'A', 'T'};
+constexpr size_t kChecksumBytes = 32;
+// magic, version, header length, payload length, checksum
+constexpr size_t kFixedBytes = 8 + 4 + 4 + 8 + kChecksumBytes;
+
+void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t ReadLittleEndian(std::string_view bytes, size_t offset, int width) {
+  uint64_t value = 0;
+  for (int i = 0; i < width; ++i) {
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  }
+  return value;
+}
+
+std::string Checksum(std::string_view bytes) { return Sha256Digest({bytes}); }
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("state file: ", what));
+}
+
+// header[key] as an integer of type T. nlohmann's get<T>() converts any
+// number: a float past T's range is undefined behaviour, an integer out of
+// range wraps. Both come only from a crafted file (a client can reseal one
+// with a valid checksum for ImportSession), so they are refused here.
+// A missing key or a non-number throws json::exception as get<T>() would.
+template <typename T>
+absl::StatusOr<T> HeaderInteger(const json& header, const char* key) {
+  const json& value = header.at(key);
+  if (!value.is_number()) return value.get<T>();  // throws the type error
+  bool in_range = false;
+  if (value.is_number_unsigned()) {
+    in_range = value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if (value.is_number_integer()) {
+    in_range = std::numeric_limits<T>::is_signed || value.get<int64_t>() >= 0;
+  }
+  if (!in_range) {
+    return Corrupt(absl::StrCat("header: ", key, " = ", value.dump(),
+                                " is not an integer in the range of ", sizeof(T) * 8, "-bit ",
+                                std::numeric_limits<T>::is_signed ? "signed" : "unsigned",
+                                " integers"));
+  }
+  return value.get<T>();
+}
+
+}  // namespace
+
+std::string EncodeStateFile(const SessionRecord& r) {
+  const std::string header = json{{"model_fingerprint", r.model_fingerprint},
+                                  {"tenant", r.tenant},
+                                  {"session_id", r.session_id},
+                                  {"position", r.position},
+                                  {"pending_token", r.pending_token},
+                                  {"rng_seed", r.rng_seed},
+                                  {"rng_draws", r.rng_draws},
+                                  {"created_unix_ms", r.created_unix_ms},
+                                  {"last_used_unix_ms", r.last_used_unix_ms}}
+                                 .dump();
+  std::string out(kMagic, sizeof(kMagic));
+  out.reserve(kFixedBytes + header.size() + r.payload.size());
+  AppendLittleEndian(out, kStateFormatVersion, 4);
+  AppendLittleEndian(out, header.size(), 4);
+  out += header;
+  AppendLittleEndian(out, r.payload.size(), 8);
+  out += r.payload;
+  out += Checksum(out);
+  return out;
+}
+
+absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes) {
+  if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("state file: ", bytes.size(),
+                                                     " bytes is over the limit of ", max_bytes));
+  }
+  if (bytes.size() < kFixedBytes) {
+    return Corrupt(absl::StrCat(bytes.size(), " bytes is shorter than the smallest file (",
+                                kFixedBytes, ")"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return Corrupt("bad magic");
+  const uint64_t header_bytes = ReadLittleEndian(bytes, 12, 4);
+  if (header_bytes > static_cast<uint64_t>(kMaxStateHeaderBytes) ||
+      header_bytes > bytes.size() - kFixedBytes) {
+    return Corrupt(absl::StrCat("header length ", header_bytes, " does not fit the file"));
+  }
+  const size_t payload_at = 16 + header_bytes + 8;
+  const uint64_t payload_bytes = ReadLittleEndian(bytes, 16 + header_bytes, 8);
+  if (payload_bytes != bytes.size() - payload_at - kChecksumBytes) {
+    return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
+  }
+  const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
+  if (Checksum(body) != bytes.substr(body.size())) return Corrupt("checksum mismatch");
+
+  // From here the bytes are as written; what follows is about their format.
+  const uint64_t version = ReadLittleEndian(bytes, 8, 4);
+  if (version != kStateFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state file: format version ", version, " is not the supported ", kStateFormatVersion));
+  }
+  const json header = json::parse(bytes.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) return Corrupt("header is not a JSON object");
+  SessionRecord r;
+  try {
+    r.model_fingerprint = header.at("model_fingerprint").get<std::string>();
+    r.tenant = header.at("tenant").get<std::string>();
+    r.session_id = header.at("session_id").get<std::string>();
+    LINSERVE_ASSIGN_OR_RETURN(r.position, HeaderInteger<int64_t>(header, "position"));
+    LINSERVE_ASSIGN_OR_RETURN(r.pending_token, HeaderInteger<int64_t>(header, "pending_token"));
+    LINSERVE_ASSIGN_OR_RETURN(r.rng_seed, HeaderInteger<uint64_t>(header, "rng_seed"));
+    LINSERVE_ASSIGN_OR_RETURN(r.rng_draws, HeaderInteger<uint64_t>(header, "rng_draws"));
+    LINSERVE_ASSIGN_OR_RETURN(r.created_unix_ms,
+                              HeaderInteger<int64_t>(header, "created_unix_ms"));
+    LINSERVE_ASSIGN_OR_RETURN(r.last_used_unix_ms,
+                              HeaderInteger<int64_t>(header, "last_used_unix_ms"));
+  } catch (const json::exception& e) {
+    return Corrupt(absl::StrCat("header: ", e.what()));
+  }
+  if (r.position < 0) return Corrupt(absl::StrCat("position ", r.position, " is negative"));
+  if (r.pending_token < -1) {
+    return Corrupt(absl::StrCat("pending_token ", r.pending_token, " is below -1"));
+  }
+  r.payload = std::string(bytes.substr(payload_at, payload_bytes));
+  return r;
+}
+
+absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
+                                                     std::string_view fingerprint) {
+  absl::StatusOr<SessionRecord> record = DecodeStateFile(bytes, max_bytes);
+  if (record.ok() && record->model_fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state file: of model ", record->model_fingerprint.substr(0, 12),
+                     "..., not the served model ", std::string(fingerprint.substr(0, 12)),
+                     "..."));
+  }
+  return record;
+}
+
+}  // namespace linserve

@@ -1,0 +1,89 @@
+// The packed bfloat16 product (engine/cpu_bf16_product.h) against the same
+// product in float64 from the bfloat16-rounded inputs: row counts around the
+// 4-row tiles, outputs around the 64-output tiles, one thread and several.
+
+#include "engine/cpu/cpu_bf16_product.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace linserve {
+namespace {
+
+TEST(CpuBf16ProductTest, PacksOnlyWholeBlocks) {
+  EXPECT_TRUE(CanPackBf16(16, 2));
+  EXPECT_TRUE(CanPackBf16(65536, 768));
+  EXPECT_FALSE(CanPackBf16(24, 64));  // outputs not a multiple of 16
+  EXPECT_FALSE(CanPackBf16(32, 63));  // inputs odd
+  EXPECT_FALSE(CanPackBf16(0, 64));
+  const torch::Tensor packed = PackBf16(torch::randn({48, 10}).to(torch::kBFloat16));
+  EXPECT_TRUE(IsPackedBf16(packed));
+  EXPECT_EQ(packed.sizes(), torch::IntArrayRef({3, 5, 16, 2}));
+  EXPECT_FALSE(IsPackedBf16(torch::zeros({3, 5, 16, 2})));  // float32
+  EXPECT_THROW(PackBf16(torch::zeros({24, 64}, torch::kBFloat16)), c10::Error);
+}
+
+TEST(CpuBf16ProductTest, EqualsTheProductInFloat64) {
+  if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  torch::manual_seed(5);
+  for (int64_t rows : {1, 3, 4, 5, 32, 70}) {
+    for (const auto& [out, in] : {std::pair<int64_t, int64_t>{16, 2}, {48, 64}, {64, 768},
+                                  {80, 30}, {272, 3072}}) {
+      const torch::Tensor weight = torch::randn({out, in}).to(torch::kBFloat16);
+      const torch::Tensor x = torch::randn({rows, in});
+      const torch::Tensor expected = torch::matmul(
+          x.to(torch::kBFloat16).to(torch::kFloat64), weight.to(torch::kFloat64).t());
+      const torch::Tensor got = PackedBf16Product(PackBf16(weight), x);
+      ASSERT_EQ(got.sizes(), torch::IntArrayRef({rows, out}));
+      EXPECT_EQ(got.scalar_type(), torch::kFloat32);
+      // float32 sums of `in` products of unit-scale values: a few ulps of
+      // sqrt(in).
+      const double tolerance = 1e-5 * std::sqrt(static_cast<double>(in));
+      EXPECT_LT((got.to(torch::kFloat64) - expected).abs().max().item<double>(), tolerance)
+          << rows << " rows, " << out << " x " << in;
+    }
+  }
+}
+
+TEST(CpuBf16ProductTest, KeepsLeadingDimensions) {
+  if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const torch::Tensor weight = torch::randn({32, 8}).to(torch::kBFloat16);
+  const torch::Tensor x = torch::randn({2, 3, 8});
+  const torch::Tensor got = PackedBf16Product(PackBf16(weight), x);
+  ASSERT_EQ(got.sizes(), torch::IntArrayRef({2, 3, 32}));
+  EXPECT_TRUE(torch::equal(got[1][2], PackedBf16Product(PackBf16(weight), x[1][2])));
+}
+
+TEST(CpuBf16ProductTest, ReluSquaredEpilogueIsTheActivationOfTheSums) {
+  if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const torch::Tensor packed = PackBf16(torch::randn({96, 40}).to(torch::kBFloat16));
+  const torch::Tensor x = torch::randn({6, 40});
+  const torch::Tensor sums = PackedBf16Product(packed, x);
+  ASSERT_TRUE((sums < 0).any().item<bool>());
+  EXPECT_TRUE(torch::equal(PackedBf16Product(packed, x, Bf16Epilogue::kReluSquared),
+                           torch::relu(sums).square()));
+}
+
+// Each output is summed in one order whatever else is computed: a row alone
+// gets the bits it gets in a batch, and threads change nothing.
+// docs/DESIGN.md, "What is bit-identical", row "one product".
+TEST(CpuBf16ProductTest, EachRowHasTheSameBitsWhateverTheOthersAndThreads) {
+  if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const torch::Tensor packed = PackBf16(torch::randn({4096, 96}).to(torch::kBFloat16));
+  const torch::Tensor x = torch::randn({7, 96});
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  const torch::Tensor all = PackedBf16Product(packed, x);
+  for (int64_t r = 0; r < 7; ++r) {
+    EXPECT_TRUE(torch::equal(all[r], PackedBf16Product(packed, x.narrow(0, r, 1))[0])) << r;
+  }
+  torch::set_num_threads(4);
+  const torch::Tensor several = PackedBf16Product(packed, x);
+  torch::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(all, several));
+}
+
+}  // namespace
+}  // namespace linserve
