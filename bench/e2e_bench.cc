@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

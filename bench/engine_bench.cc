@@ -7,7 +7,7 @@
 //
 //   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] [--rwkv7_shapes=...] ...
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>

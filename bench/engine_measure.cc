@@ -2,7 +2,9 @@
 
 #include <ATen/Version.h>
 #include <dlfcn.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

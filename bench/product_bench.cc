@@ -1,4 +1,4 @@
-// linserve-product-bench: the fixed-order product (engine/fixed_order_product.h)
+// linserve-product-bench: the fixed-order product (engine/cpu/fixed_order_product.h)
 // against the BLAS it replaced, side by side in one run, at the shapes the
 // models multiply: the default model's and the 0.1B RWKV-7 shape's
 // projections, at decode batches of 1 and 32 and at prefill calls of 64 and
@@ -17,7 +17,8 @@
 //
 //   OPENBLAS_NUM_THREADS=1 linserve-product-bench [--repeats=N] [--threads=N]
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

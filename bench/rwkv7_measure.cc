@@ -1,6 +1,7 @@
 #include "bench/rwkv7_measure.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <iostream>

@@ -6,7 +6,8 @@
 //
 //   OPENBLAS_NUM_THREADS=1 linserve-rwkv7-probe [--dtypes=float32,bfloat16] [--tokens=1024]
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -4,7 +4,7 @@
 // from the formats rather than from noise. Run by hand after a format
 // changes: fuzz_make_seed_corpus fuzz/corpus
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -136,7 +136,7 @@ void SafetensorsSeeds(const fs::path& dir, const std::string& state_payload) {
 }
 
 // Pickle opcodes for seeds torch.save would not write (views, memo, other
-// values), in the form engine/torch_unpickler.h reads.
+// values), in the form engine/formats/torch_unpickler.h reads.
 std::string PickleInt(int32_t n) {
   std::string out = "J";
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(n >> (8 * i)));

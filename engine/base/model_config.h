@@ -9,7 +9,7 @@
 
 namespace linserve {
 
-// The attention kinds; engine/*_kernel.cc each open with their formulas.
+// The attention kinds; engine/transformer/*_kernel.cc each open with their formulas.
 enum class AttentionKind {
   kSoftmax,        // KV-cache baseline; state grows with the context.
   kLinearElu,      // phi = elu + 1 (Transformers are RNNs).
@@ -41,7 +41,7 @@ struct AttentionConfig {
   int64_t window = 64;          // vq: exact-softmax window W
   int64_t slots = 16;           // compressed: memory slots per head
   // Every kind: q, k, v from a learned per-channel mix of this position's
-  // input and the previous one's (engine/token_shift.h); adds d_model floats
+  // input and the previous one's (engine/transformer/token_shift.h); adds d_model floats
   // per layer to the state.
   bool token_shift = false;
 };

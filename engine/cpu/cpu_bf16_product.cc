@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/huge_page_tensor.h"

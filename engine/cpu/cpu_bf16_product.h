@@ -42,7 +42,7 @@ std::vector<int64_t> PackedBf16Shape(int64_t out, int64_t in);
 
 // (out, in) bfloat16 -> the packed layout, contiguous: written into `into`
 // (bfloat16, contiguous, PackedBf16Shape) when given, else into a new tensor
-// in huge pages where the system grants them (engine/huge_page_tensor.h).
+// in huge pages where the system grants them (engine/cpu/huge_page_tensor.h).
 // Only where CanPackBf16.
 torch::Tensor PackBf16(const torch::Tensor& weight, torch::Tensor into = {});
 

@@ -1,4 +1,4 @@
-// engine/fixed_order_kernel.h for AVX2 + FMA: each panel's 16 sums are two
+// engine/cpu/fixed_order_kernel.h for AVX2 + FMA: each panel's 16 sums are two
 // 8-lane registers, each lane the same chain of fused multiply-adds as in
 // the AVX-512 family, so the bits are the same. Tiles of 2 rows x 2 panels
 // (8 sum registers, 4 weight registers and a broadcast input in 13 of the

@@ -1,4 +1,4 @@
-// engine/fixed_order_kernel.h for AVX-512F: one 16-lane register per panel's
+// engine/cpu/fixed_order_kernel.h for AVX-512F: one 16-lane register per panel's
 // sums, tiles of 6 rows x 4 panels (24 sums, 4 weight lines and a broadcast
 // input in 29 of the 32 registers; on the 0.1B RWKV-7 shape's products 6 x 4
 // ran 1,024 rows at 165 to 225 GFLOP/s, 4 x 6 at 125 to 205). Compiled with

@@ -1,8 +1,8 @@
 #ifndef LINSERVE_ENGINE_FIXED_ORDER_KERNEL_H_
 #define LINSERVE_ENGINE_FIXED_ORDER_KERNEL_H_
 
-// The loops behind engine/fixed_order_product.h, one per kernel family
-// (engine/cpu_kernels.h), each in a file of its own compiled for its
+// The loops behind engine/cpu/fixed_order_product.h, one per kernel family
+// (engine/cpu/cpu_kernels.h), each in a file of its own compiled for its
 // instruction set. No LibTorch and no standard-library templates in those
 // files: an inline function compiled there for AVX-512 could otherwise be
 // the copy the linker keeps for the whole program.

@@ -1,4 +1,4 @@
-// engine/fixed_order_kernel.h in plain C++ for any CPU: a panel's 16 sums as
+// engine/cpu/fixed_order_kernel.h in plain C++ for any CPU: a panel's 16 sums as
 // an array, each the same running sum as in the SIMD families, but each
 // product rounded before it is added (no fused multiply-add on the baseline
 // CPU), so its bits are its own. Compiled with -ffp-contract=off, so that a

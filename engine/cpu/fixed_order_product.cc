@@ -9,7 +9,8 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/fixed_order_kernel.h"

@@ -3,14 +3,14 @@
 
 // Matrix products on the CPU whose every output is summed in one fixed
 // order, whatever the number of rows, the threads or the CPU's BLAS kernel
-// (the order: engine/fixed_order_kernel.h). A row gets the same bits alone,
+// (the order: engine/cpu/fixed_order_kernel.h). A row gets the same bits alone,
 // in a prefill chunk, in a longer prefill call or in a decode batch of any
 // size, which is what the prefix cache's "cold = warm" and a batch-invariant
 // decode rest on (docs/DESIGN.md, "What is bit-identical"). The BLAS promises
 // none of that: OpenBLAS's Haswell kernels sum a row differently with
 // different row counts.
 //
-// Three families (engine/cpu_kernels.h): AVX-512 and AVX2 give the same
+// Three families (engine/cpu/cpu_kernels.h): AVX-512 and AVX2 give the same
 // bits, the portable one its own. The loop reads each weight value once per
 // tile of rows and multiplies it by one input of each row, 16 outputs at a
 // time, so it wants the weight as panels of 16 outputs: "packed", (out/16

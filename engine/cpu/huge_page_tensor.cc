@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace linserve {
 namespace {

@@ -1,6 +1,6 @@
 #include "engine/formats/pth_reader.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstring>

@@ -6,11 +6,11 @@
 // without Python. This is how BlinkDL publishes RWKV-7 weights.
 //
 // Three layers, each checking what it reads before trusting it:
-//   engine/zip_directory.h  the archive's structure: end records (zip64
+//   engine/formats/zip_directory.h  the archive's structure: end records (zip64
 //                           included), central directory, local headers;
 //                           every entry's data inside the file, none
 //                           overlapping, all stored uncompressed.
-//   engine/torch_unpickler.h  data.pkl. Not LibTorch's torch::pickle_load:
+//   engine/formats/torch_unpickler.h  data.pkl. Not LibTorch's torch::pickle_load:
 //                           on hostile files it crashes, allocates what the
 //                           file claims, and returns tensors that reach past
 //                           their storage (that header says how it was
@@ -27,7 +27,7 @@
 // peak RSS 2.15 GiB; torch::pickle_load on the same file (read into memory
 // first, as its API takes it): 17.8 s, 6.15 GiB. 5 GiB (zip64): 8.1 s.
 //
-// Error codes, as in engine/safetensors.h:
+// Error codes, as in engine/formats/safetensors.h:
 //   DataLoss         the bytes are not a valid checkpoint (truncated, corrupt
 //                    archive or pickle, a tensor's data missing or short);
 //                    messages name the byte offset or the tensor, and those

@@ -1,6 +1,6 @@
 #include "engine/formats/pth_writer.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstring>
 #include <string_view>

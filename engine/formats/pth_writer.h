@@ -6,7 +6,7 @@
 // stored entries "<archive>/data.pkl" (a protocol-2 pickle of the dict),
 // "<archive>/data/<i>" (tensor i's bytes, 64-byte aligned), "byteorder" and
 // "version", closed by zip64 end records as torch.save always writes them.
-// Python's torch.load reads the result; engine/pth_reader.h reads it back.
+// Python's torch.load reads the result; engine/formats/pth_reader.h reads it back.
 
 #include <string>
 
@@ -17,7 +17,7 @@ namespace linserve {
 struct PthWriteOptions {
   // torch.save uses the file's stem.
   std::string archive_name = "archive";
-  // See ZipWriteOptions (engine/zip_writer.h).
+  // See ZipWriteOptions (engine/formats/zip_writer.h).
   bool force_zip64 = false;
 };
 

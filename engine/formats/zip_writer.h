@@ -4,7 +4,7 @@
 // Writes a zip archive of stored (uncompressed) entries in the layout
 // PyTorch's archive writer uses: each entry's data aligned by padding its
 // local header's extra field, CRC-32s filled in, and zip64 end records
-// always present. What engine/zip_directory.h reads; used by pth_writer.h
+// always present. What engine/formats/zip_directory.h reads; used by pth_writer.h
 // and by tests that need archives with contents of their own.
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "engine/generation/one_shot_generation.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/base/status_macros.h"
 #include "engine/text/tokenizer.h"

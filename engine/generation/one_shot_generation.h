@@ -2,7 +2,7 @@
 #define LINSERVE_ENGINE_ONE_SHOT_GENERATION_H_
 
 // A whole generation in one call over a model, for tools and tests. The
-// server drives engine/generation.h instead, one token at a time.
+// server drives engine/generation/generation.h instead, one token at a time.
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,8 @@
 #include "engine/model/language_model.h"
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"

@@ -65,7 +65,7 @@ class LanguageModel {
   // Precision of the weights and the matrix products.
   virtual torch::ScalarType compute_dtype() const = 0;
   // L of the chunked prefill: a Prefill call splits its tokens into chunks
-  // of L from the call's first token (server/prefill_pieces.h relies on it).
+  // of L from the call's first token (server/scheduling/prefill_pieces.h relies on it).
   virtual int64_t prefill_chunk_size() const = 0;
   // Identifies the weights (not the compute dtype): every saved state carries
   // it. Computed on every call; callers keep the value they need.

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

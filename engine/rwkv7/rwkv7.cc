@@ -4,7 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_bf16_product.h"
@@ -31,7 +33,7 @@ torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
 // x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
 // dtype, or m packed (PackLowRankForCpu). On the CPU, m as it is stored is
 // already the fixed-order product's layout: 16 outputs of one input in a row
-// (engine/fixed_order_product.h), whose bits do not depend on how many rows
+// (engine/cpu/fixed_order_product.h), whose bits do not depend on how many rows
 // a call has (the prefix cache's pieces, the decode batch).
 torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
   if (IsPackedBf16(m)) return PackedBf16Product(m, x);
@@ -45,7 +47,7 @@ torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
 // Products and sums rather than matmul: LibTorch's CPU bmm makes one BLAS
 // call per session and head for these matrix-vector products, which took
 // about a third of a batch-32 decode step (bench/RESULTS.md, RWKV-7). On the
-// CPU the same step runs as one loop over the state (engine/rwkv7_wkv_cpu.h).
+// CPU the same step runs as one loop over the state (engine/rwkv7/rwkv7_wkv_cpu.h).
 torch::Tensor WkvStep(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
                       const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                       torch::Tensor& S) {
@@ -194,7 +196,7 @@ torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
   // On the CPU every row count, from batch-1 decode to a long prefill, goes
   // through one product with a fixed order per output: a row's bits never
   // depend on the rows around it, and a one-row call reads the weight once
-  // rather than repacking it for the BLAS (engine/fixed_order_product.h).
+  // rather than repacking it for the BLAS (engine/cpu/fixed_order_product.h).
   if (CanUseFixedOrder(x, weight)) {
     if (IsPackedFixedOrder(weight)) return FixedOrderPackedLinear(x, weight, out_);
     return FixedOrderLinear(x, weight);

@@ -2,7 +2,7 @@
 #define LINSERVE_ENGINE_RWKV7_H_
 
 // RWKV-7 ("Goose") in LibTorch: the fast forms. The math is the fixtures'
-// README (one token through one block); engine/rwkv7_reference.h states it
+// README (one token through one block); engine/rwkv7/rwkv7_reference.h states it
 // token by token in float64 and the tests hold these forms to it.
 //
 // Precision: the weights and the matrix products in the compute dtype
@@ -61,8 +61,8 @@ class Rwkv7LinearImpl : public torch::nn::Module {
   void PackForCpu(HugePageArena& arena);
 
   torch::Tensor weight;  // (out, in), or packed for the CPU's product: bfloat16
-                         // (engine/cpu_bf16_product.h) or fixed-order
-                         // (engine/fixed_order_product.h)
+                         // (engine/cpu/cpu_bf16_product.h) or fixed-order
+                         // (engine/cpu/fixed_order_product.h)
 
  private:
   int64_t out_;  // outputs: the fixed-order layout pads them to a multiple of 16
@@ -130,7 +130,7 @@ class Rwkv7BlockImpl : public torch::nn::Module {
 TORCH_MODULE(Rwkv7Block);
 
 // The whole model. Parameter names are the canonical checkpoint keys
-// (engine/rwkv7_config.h). Not thread-safe: one thread owns a model and the
+// (engine/rwkv7/rwkv7_config.h). Not thread-safe: one thread owns a model and the
 // states it advances.
 class Rwkv7Impl : public torch::nn::Module {
  public:
@@ -141,10 +141,10 @@ class Rwkv7Impl : public torch::nn::Module {
   void LoadWeights(const TensorMap& weights);
 
   // On a CPU with AVX-512 BF16, lays every bfloat16 weight matrix but the
-  // embedding out for engine/cpu_bf16_product.h (replacing it: no second
+  // embedding out for engine/cpu/cpu_bf16_product.h (replacing it: no second
   // copy), whose products then replace oneDNN's. On any CPU, the big
   // matrices (projections, channel mixing, head) move into one buffer in
-  // huge pages where the system grants them (engine/huge_page_tensor.h).
+  // huge pages where the system grants them (engine/cpu/huge_page_tensor.h).
   // Does nothing off the CPU. Call it once, after LoadWeights and on the device the module
   // will stay on: a packed module can neither load weights nor move.
   void PackForCpu();

@@ -6,7 +6,8 @@
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

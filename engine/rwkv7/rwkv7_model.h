@@ -16,7 +16,7 @@
 
 namespace linserve {
 
-// RWKV-7 ("Goose") behind the model interface (engine/rwkv7.h holds the
+// RWKV-7 ("Goose") behind the model interface (engine/rwkv7/rwkv7.h holds the
 // math). A model is a directory holding exactly one `*.pth` or a
 // `model.safetensors` (BlinkDL's tensor names or the fla-hub renames), plus
 // an optional config.json:

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 

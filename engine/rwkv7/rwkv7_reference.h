@@ -11,7 +11,7 @@ namespace linserve {
 
 // RWKV-7 token by token in float64, written as plainly as BlinkDL's
 // rwkv_v7_numpy.py: one token, one head, one matrix row at a time, and
-// sharing no code with the fast forms (engine/rwkv7.h), so that a mistake
+// sharing no code with the fast forms (engine/rwkv7/rwkv7.h), so that a mistake
 // there (a per-head one included) shows as a disagreement here. Slow: tests
 // only. Feeds `tokens` from the zero state and returns the logits after each
 // one, (T, V).

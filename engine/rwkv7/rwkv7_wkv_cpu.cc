@@ -5,7 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/cpu/cpu_kernels.h"
 

@@ -1,6 +1,8 @@
 #include "engine/transformer/attention.h"
 
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/cpu/fixed_order_product.h"
 #include "engine/transformer/kernels.h"
@@ -26,7 +28,7 @@ std::unique_ptr<AttentionKernel> MakeAttentionKernel(const ModelConfig& config,
 torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight) {
   // Inference on the CPU: a row's bits must not depend on how many rows the
   // call has (prefill pieces, the decode batch), which the BLAS does not
-  // promise (engine/fixed_order_product.h).
+  // promise (engine/cpu/fixed_order_product.h).
   if (CanUseFixedOrder(x, weight)) return FixedOrderCachedLinear(x, weight).to(x.scalar_type());
   // A one-row product through sgemm repacks the whole weight on every call;
   // a matrix-vector product reads it once.

@@ -64,7 +64,7 @@ TORCH_MODULE(Attention);
 
 // x W^T. Inference on the CPU goes through the fixed-order product, whose
 // rows' bits do not depend on the rows around them
-// (engine/fixed_order_product.h); training through LibTorch's.
+// (engine/cpu/fixed_order_product.h); training through LibTorch's.
 torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight);
 
 }  // namespace linserve

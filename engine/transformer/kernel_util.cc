@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace linserve {
 

@@ -17,7 +17,8 @@
 // each term is at most |phi(k)| |v| (at most e^0 = 1 times |v| for
 // linear_softmax), so after n tokens they are at most n times that.
 
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
+#include <torch/types.h>
 
 #include "engine/transformer/attention_kernel.h"
 #include "engine/transformer/kernel_util.h"

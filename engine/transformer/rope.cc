@@ -1,6 +1,6 @@
 #include "engine/transformer/rope.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace linserve {
 

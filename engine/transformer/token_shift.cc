@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace linserve {
 namespace {

@@ -2,7 +2,9 @@
 
 #include <cmath>
 
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 namespace linserve {
 

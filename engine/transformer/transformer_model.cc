@@ -2,7 +2,8 @@
 
 #include <filesystem>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -1,6 +1,6 @@
 #include "engine/transformer/vq_codebook.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/cpu/fixed_order_product.h"
 

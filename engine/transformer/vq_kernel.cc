@@ -10,7 +10,7 @@
 
 #include <limits>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/transformer/attention_kernel.h"
 #include "engine/transformer/kernel_util.h"

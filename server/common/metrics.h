@@ -65,7 +65,7 @@ class Metrics {
   prometheus::Gauge& sessions_on_device() { return *sessions_device_; }
   prometheus::Gauge& sessions_in_host() { return *sessions_host_; }
   prometheus::Gauge& sessions_in_store() { return *sessions_store_; }
-  // The prefix-state cache (server/prefix_cache.h).
+  // The prefix-state cache (server/scheduling/prefix_cache.h).
   prometheus::Counter& prefix_cache_lookups_total() { return *prefix_lookups_; }
   prometheus::Counter& prefix_cache_hits_total() { return *prefix_hits_; }
   prometheus::Counter& prefix_cache_hit_tokens_total() { return *prefix_hit_tokens_; }

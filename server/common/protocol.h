@@ -4,7 +4,7 @@
 namespace linserve {
 
 // The transport a request came by: the `protocol` label of the per-request
-// metrics (server/metrics.h).
+// metrics (server/common/metrics.h).
 enum class Protocol { kGrpc = 0, kHttp = 1 };
 inline constexpr int kProtocols = 2;
 

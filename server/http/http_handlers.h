@@ -1,7 +1,7 @@
 #ifndef LINSERVE_SERVER_HTTP_HANDLERS_H_
 #define LINSERVE_SERVER_HTTP_HANDLERS_H_
 
-// The HTTP API's handlers (server/http_server.h serves them). Each runs on
+// The HTTP API's handlers (server/http/http_server.h serves them). Each runs on
 // a connection thread of cpp-httplib's pool and may block it: a completion
 // waits for its turn's output there.
 

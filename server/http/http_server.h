@@ -19,7 +19,7 @@ class Server;
 
 namespace linserve {
 
-class HttpHandlers;  // server/http_handlers.h
+class HttpHandlers;  // server/http/http_handlers.h
 
 struct HttpOptions {
   std::string host = "0.0.0.0";

@@ -5,7 +5,7 @@
 // /v1/chat/completions) turned into the GenerateRequest the gRPC service
 // takes, so that both transports share one validation and one path to the
 // scheduler. This file only reads the JSON: bounds are checked afterwards by
-// ValidateGenerateRequest (server/request_validation.h).
+// ValidateGenerateRequest (server/requests/request_validation.h).
 
 #include <cstdint>
 #include <nlohmann/json.hpp>

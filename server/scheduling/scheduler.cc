@@ -1,10 +1,10 @@
 // The scheduler: its public face, and the engine loop behind it (the queue,
 // admission, which turns prefill and decode in each iteration, drain). The
 // parts it drives each have a file of their own:
-//   server/turn_runner.h       running a turn: prefill, decode, sampling
-//   server/session_commands.h  the session RPCs
-//   server/session_manager.h   the session pool, the store and checkpoints
-//   server/session_sharing.h   leases and refreshes with a shared store
+//   server/scheduling/turn_runner.h       running a turn: prefill, decode, sampling
+//   server/scheduling/session_commands.h  the session RPCs
+//   server/scheduling/session_manager.h   the session pool, the store and checkpoints
+//   server/sessions/session_sharing.h   leases and refreshes with a shared store
 
 #include "server/scheduling/scheduler.h"
 
@@ -351,7 +351,7 @@ bool Scheduler::Impl::Prefill() {
     if (!turn->done && turn->prefilling()) pending.push_back(turn.get());
   }
   const int64_t chunk = facts_.prefill_chunk_tokens;
-  // Pieces end on chunk boundaries (server/prefill_pieces.h).
+  // Pieces end on chunk boundaries (server/scheduling/prefill_pieces.h).
   auto piece = [chunk](const Turn& turn, int64_t budget, bool first) {
     return NextPieceLength(static_cast<int64_t>(turn.prefilled),
                            static_cast<int64_t>(turn.prefill.size()), turn.snapshot_at, budget,

@@ -18,7 +18,7 @@
 
 namespace linserve {
 
-class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+class LanguageModel;  // engine/model/language_model.h (LibTorch stays out of this header)
 
 struct SchedulerOptions {
   int32_t max_batch = 64;               // turns admitted (prefilling or decoding) at once
@@ -38,7 +38,7 @@ struct SchedulerOptions {
   // session lasts unless renewed (renewed every third of it while the turn
   // runs), so a server killed mid-turn blocks the session for at most this.
   absl::Duration session_lease = absl::Seconds(10);
-  // The prefix-state cache (server/prefix_cache.h): bytes of snapshots kept
+  // The prefix-state cache (server/scheduling/prefix_cache.h): bytes of snapshots kept
   // (0: off), and how many prefix keys it remembers to spot a prefix's
   // second sighting.
   int64_t prefix_cache_bytes = 256 << 20;

@@ -5,7 +5,7 @@
 // list, delete, fork, export and import. Engine thread only (the scheduler
 // posts them there); each answers through `done`, maybe later from a task the
 // checkpoint writer posts back. A CreateSession with a prompt is a turn
-// (server/turn_runner.h).
+// (server/scheduling/turn_runner.h).
 
 #include <cstdint>
 #include <string>
@@ -16,7 +16,7 @@
 
 namespace linserve {
 
-class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+class LanguageModel;  // engine/model/language_model.h (LibTorch stays out of this header)
 
 class SessionCommands {
  public:

@@ -22,7 +22,7 @@
 
 namespace linserve {
 
-class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+class LanguageModel;  // engine/model/language_model.h (LibTorch stays out of this header)
 struct State;
 
 class SessionManager {

@@ -36,7 +36,7 @@ struct Turn {
   State state;
   std::vector<int64_t> prefill;  // pending token, BOS if the model takes one, prompt tokens
   size_t prefilled = 0;
-  // The prefix-state cache (server/prefix_cache.h), for a turn that starts
+  // The prefix-state cache (server/scheduling/prefix_cache.h), for a turn that starts
   // from a fresh state: the chain keys of the prompt's whole blocks, the
   // tokens it resumed past (0: none) and where a snapshot is due (0: none;
   // prefill pieces end there).

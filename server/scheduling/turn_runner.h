@@ -5,7 +5,7 @@
 // state), prefills groups of turns, runs batched decode steps, samples and
 // hands the pieces to the streams, and finishes turns, checkpointing their
 // sessions before their streams hear the end. Which turns run in each step
-// is the scheduler's choice (server/scheduler.cc). Engine thread only.
+// is the scheduler's choice (server/scheduling/scheduler.cc). Engine thread only.
 
 #include <cstdint>
 #include <functional>
@@ -58,7 +58,7 @@ class TurnRunner {
   void Emit(Turn& turn, const float* logits);
   // For a turn starting from a fresh state: resumes it from the longest
   // cached prefix of its prompt, and picks the boundary where it leaves a
-  // snapshot (server/prefix_cache.h).
+  // snapshot (server/scheduling/prefix_cache.h).
   void UsePrefixCache(Turn& turn);
   // The request's token ids as given, or its text encoded (with BOS when it
   // `starts_text` and the model takes one).

@@ -13,7 +13,7 @@
 
 namespace linserve {
 
-struct State;  // engine/state.h; kept out of this header (LibTorch)
+struct State;  // engine/model/state.h; kept out of this header (LibTorch)
 
 // One conversation held by the server.
 struct Session {

@@ -20,7 +20,7 @@
 
 namespace linserve {
 
-class LanguageModel;  // engine/language_model.h (LibTorch stays out of this header)
+class LanguageModel;  // engine/model/language_model.h (LibTorch stays out of this header)
 
 // A turn's lease on its session: held from the turn's start until its
 // checkpoint is durable, renewed every third of its length meanwhile.

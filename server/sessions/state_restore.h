@@ -1,7 +1,7 @@
 #ifndef LINSERVE_SERVER_STATE_RESTORE_H_
 #define LINSERVE_SERVER_STATE_RESTORE_H_
 
-// A decoded state file (server/state_file.h) turned back into an engine State:
+// A decoded state file (server/store/state_file.h) turned back into an engine State:
 // the one check every way into a session runs, from the store and from
 // ImportSession alike, so that neither trusts what the other refuses.
 
@@ -10,7 +10,7 @@
 
 namespace linserve {
 
-class LanguageModel;  // engine/language_model.h; kept out of this header (LibTorch)
+class LanguageModel;  // engine/model/language_model.h; kept out of this header (LibTorch)
 struct State;
 
 // The record's payload as a State of `model`. DATA_LOSS when the tensors do

@@ -12,7 +12,7 @@
 namespace linserve {
 
 // State files in one directory, named by the SHA-256 of (tenant, session id),
-// written atomically (server/atomic_file.h), holding at most `max_bytes` of
+// written atomically (server/store/atomic_file.h), holding at most `max_bytes` of
 // state files in all. Thread-safe: every call touches one file, the rename
 // is atomic, and the byte count is kept under a lock.
 class DiskStateStore : public StateStore {

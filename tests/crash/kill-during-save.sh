@@ -13,7 +13,7 @@ iterations=${1:-5000}
 seed=${2:-$(date +%s)}
 binary=${LINSERVE_BUILD_DIR:-build}/tests/crash/kill_during_save_test
 if [[ ! -x $binary ]]; then
-  echo "$binary is missing: run scripts/build first" >&2
+  echo "$binary is missing: build the tests first (scripts/test, or cmake --build build)" >&2
   exit 1
 fi
 dir=${3:-/tmp}

@@ -1,6 +1,6 @@
 #include "tests/server/corrupt_state_files.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 #include <cstdlib>

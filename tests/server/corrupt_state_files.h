@@ -1,7 +1,7 @@
 #ifndef LINSERVE_TESTS_SERVER_CORRUPT_STATE_FILES_H_
 #define LINSERVE_TESTS_SERVER_CORRUPT_STATE_FILES_H_
 
-// Damaged and foreign copies of a sound state file (server/state_file.h), as
+// Damaged and foreign copies of a sound state file (server/store/state_file.h), as
 // a failing disk, a hostile client or another build could hand the server.
 // Every function keeps the file's checksum right unless its name says it
 // breaks it, so that only the check under test can catch the damage.

@@ -23,7 +23,7 @@
 #include <set>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/transformer/transformer_model.h"
 #include "engine/text/tokenizer.h"

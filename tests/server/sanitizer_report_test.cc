@@ -23,8 +23,8 @@ TEST(SanitizerReportTest, FindsEachSanitizersReportFromItsFirstLine) {
        "==12==ERROR: LeakSanitizer: detected memory leaks"},
       {"==================\nWARNING: ThreadSanitizer: data race (pid=12)\n  Write of size 8\n",
        "WARNING: ThreadSanitizer: data race"},
-      {"server/scheduler.cc:42:7: runtime error: signed integer overflow\n",
-       "server/scheduler.cc:42:7: runtime error: signed integer overflow"},
+      {"server/scheduling/scheduler.cc:42:7: runtime error: signed integer overflow\n",
+       "server/scheduling/scheduler.cc:42:7: runtime error: signed integer overflow"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.first_line);

@@ -24,7 +24,7 @@ namespace {
 constexpr int kChunk = 32;  // every model here prefills in chunks of 32
 
 // A model of `kind` big enough that a whole chunk's matrix products take
-// BLAS's blocked path (server/prefill_pieces.h): 2 heads of 32, chunk 32,
+// BLAS's blocked path (server/scheduling/prefill_pieces.h): 2 heads of 32, chunk 32,
 // and 32 slots a head, so that even the slot projection has 64 outputs. (With
 // 4 slots its 8 outputs times a chunk's 32 rows went through OpenBLAS's
 // small-matrix path, whose sums differ in the last bit from the blocked

@@ -1,6 +1,8 @@
 #include "tools/train/evaluation.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/transformer/transformer_model.h"

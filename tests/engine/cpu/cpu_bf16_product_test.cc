@@ -1,4 +1,4 @@
-// The packed bfloat16 product (engine/cpu_bf16_product.h) against the same
+// The packed bfloat16 product (engine/cpu/cpu_bf16_product.h) against the same
 // product in float64 from the bfloat16-rounded inputs: row counts around the
 // 4-row tiles, outputs around the 64-output tiles, one thread and several.
 
@@ -7,7 +7,8 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 namespace linserve {
 namespace {

@@ -1,4 +1,4 @@
-// The fixed-order product (engine/fixed_order_product.h) against the same
+// The fixed-order product (engine/cpu/fixed_order_product.h) against the same
 // product in float64, and the property it exists for: a row's bits are the
 // same whatever the rows around it and the threads (docs/DESIGN.md, "What
 // is bit-identical", row "one product"), in the family
@@ -17,7 +17,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/fixed_order_kernel.h"

@@ -1,4 +1,4 @@
-// Tensors in memory advised for huge pages (engine/huge_page_tensor.h):
+// Tensors in memory advised for huge pages (engine/cpu/huge_page_tensor.h):
 // whether the kernel grants the pages depends on the system, so this checks
 // what the code controls: shape, dtype, alignment, disjoint pieces, lifetime.
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace linserve {
 namespace {

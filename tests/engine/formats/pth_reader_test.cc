@@ -1,6 +1,6 @@
 #include "engine/formats/pth_reader.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -317,7 +317,7 @@ TEST(PthReaderTest, MissingOrShortTensorDataNamesTheTensor) {
 }
 
 // Pickles LibTorch 1.13's unpickler crashes on, allocates for, or accepts
-// wrongly (see engine/torch_unpickler.h), and other malformed ones.
+// wrongly (see engine/formats/torch_unpickler.h), and other malformed ones.
 TEST(PthReaderTest, MalformedPicklesAreDataLossNamingTheirByte) {
   const std::vector<std::string> pickles = {
       "\x80\x02R.",                                     // REDUCE on an empty stack

@@ -1,6 +1,6 @@
 #include "engine/formats/safetensors.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <cstdlib>

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/model/fingerprint.h"
 #include "engine/transformer/transformer_model.h"

@@ -17,7 +17,8 @@
 // and v are, and carries one bounded vector. The model-level test covers it,
 // and rope, with a cruder fast path.
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <string>

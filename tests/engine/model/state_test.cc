@@ -3,7 +3,8 @@
 
 #include "engine/model/state.h"
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
 
 #include <cmath>
 

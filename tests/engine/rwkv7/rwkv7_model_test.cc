@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/model/language_model.h"
 #include "engine/rwkv7/rwkv7_model.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -518,7 +518,7 @@ Rwkv7Config PublishedWidths() {
 
 // docs/DESIGN.md, "What is bit-identical", row "prefill in pieces ending on
 // chunk boundaries". The prefix-state cache resumes a prompt at a chunk boundary and prefills
-// the rest in pieces that end on chunk boundaries (server/prefill_pieces.h);
+// the rest in pieces that end on chunk boundaries (server/scheduling/prefill_pieces.h);
 // its output is the same bits as a run from the start only if a chunk's
 // numbers do not depend on how many chunks share the engine call. Low-rank
 // widths and width as published (Dv = 32 is the narrowest product), chunk 32.

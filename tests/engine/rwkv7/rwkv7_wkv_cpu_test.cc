@@ -1,9 +1,11 @@
 // WkvStepCpu against the recurrent step written in whole-tensor operations
-// (the form engine/rwkv7.cc uses off the CPU), on random inputs.
+// (the form engine/rwkv7/rwkv7.cc uses off the CPU), on random inputs.
 
 #include "engine/rwkv7/rwkv7_wkv_cpu.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,8 @@
 
 #include <cmath>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/transformer/transformer_model.h"
 #include "engine/model/state.h"

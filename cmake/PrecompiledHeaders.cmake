@@ -1,0 +1,48 @@
+# Precompiled headers for the libraries whose headers cost the most.
+#
+# Parsing LibTorch's headers takes several seconds of every translation unit
+# that includes them (<torch/torch.h> ~20 s here, <torch/types.h> ~8 s); a
+# precompiled <torch/types.h> loads in ~3 s. One target builds each header
+# once and every target that includes LibTorch reuses it (REUSE_FROM), so the
+# tree precompiles it once, not once per test binary. gRPC and protobuf get
+# the same for the targets that include them.
+#
+#   linserve_precompile(<target> torch|grpc)
+#
+# A target's own files that include neither (the fixed-order kernels, built
+# for other instruction sets) set SKIP_PRECOMPILE_HEADERS. Off with
+# -DLINSERVE_PRECOMPILE_HEADERS=OFF (a compiler or cache that cannot use them).
+option(LINSERVE_PRECOMPILE_HEADERS "Precompile LibTorch's, gRPC's and protobuf's headers" ON)
+
+if(LINSERVE_PRECOMPILE_HEADERS)
+  set(_holder_source ${CMAKE_BINARY_DIR}/precompiled_headers_holder.cc)
+  file(WRITE ${_holder_source} "// Holds the precompiled headers other targets reuse.\n")
+
+  add_library(linserve_precompiled_torch OBJECT ${_holder_source})
+  target_link_libraries(linserve_precompiled_torch PRIVATE ${TORCH_LIBRARIES})
+  target_precompile_headers(linserve_precompiled_torch PRIVATE <torch/types.h> <torch/utils.h>)
+
+  add_library(linserve_precompiled_grpc OBJECT ${_holder_source})
+  target_link_libraries(linserve_precompiled_grpc PRIVATE gRPC::grpc++ protobuf::libprotobuf
+    nlohmann_json::nlohmann_json)
+  target_precompile_headers(linserve_precompiled_grpc PRIVATE <grpcpp/grpcpp.h>
+    <google/protobuf/message.h> <nlohmann/json.hpp>)
+endif()
+
+# A precompiled header loads only into units with the same macros as it was
+# built with. LibTorch defines _GLIBCXX_USE_CXX11_ABI=1 (the compiler's
+# default); the gRPC header and its users define it too, so that a test
+# linking both can use it.
+set(_grpc_definitions _GLIBCXX_USE_CXX11_ABI=1)
+if(LINSERVE_PRECOMPILE_HEADERS)
+  target_compile_definitions(linserve_precompiled_grpc PRIVATE ${_grpc_definitions})
+endif()
+
+function(linserve_precompile target kind)
+  if(LINSERVE_PRECOMPILE_HEADERS)
+    target_precompile_headers(${target} REUSE_FROM linserve_precompiled_${kind})
+    if(kind STREQUAL "grpc")
+      target_compile_definitions(${target} PRIVATE ${_grpc_definitions})
+    endif()
+  endif()
+endfunction()
