@@ -9,8 +9,9 @@
 #
 #   linserve_precompile(<target> torch|grpc)
 #
-# A target's own files that include neither (the fixed-order kernels, built
-# for other instruction sets) set SKIP_PRECOMPILE_HEADERS. Off with
+# A target's files that must not or need not load it set
+# SKIP_PRECOMPILE_HEADERS: the fixed-order kernels (built for other
+# instruction sets), the zip and pickle readers (no LibTorch). Off with
 # -DLINSERVE_PRECOMPILE_HEADERS=OFF (a compiler or cache that cannot use them).
 option(LINSERVE_PRECOMPILE_HEADERS "Precompile LibTorch's, gRPC's and protobuf's headers" ON)
 

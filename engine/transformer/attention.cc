@@ -1,6 +1,5 @@
 #include "engine/transformer/attention.h"
 
-#include <torch/nn.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include <torch/nn.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
