@@ -15,7 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/transformer/transformer_model.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,10 @@
 #include "tools/train/trainer.h"
 
-#include <torch/torch.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <cstdio>
