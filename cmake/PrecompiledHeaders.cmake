@@ -28,6 +28,17 @@ if(LINSERVE_PRECOMPILE_HEADERS)
     nlohmann_json::nlohmann_json)
   target_precompile_headers(linserve_precompiled_grpc PRIVATE <grpcpp/grpcpp.h>
     <google/protobuf/message.h> <nlohmann/json.hpp>)
+  # clang records the modification time of each header in a .pch and
+  # refuses the .pch when a header's time differs: a fresh checkout writes
+  # cmake_pch.hxx anew, so a .pch served by the compiler cache would be
+  # refused, and one made anew would differ from the cached one in its bytes,
+  # making every unit that loads it a cache miss. Without the time, both are
+  # the same in every build of the same tree at the same path.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    foreach(holder linserve_precompiled_torch linserve_precompiled_grpc)
+      target_compile_options(${holder} PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+    endforeach()
+  endif()
 endif()
 
 # A precompiled header loads only into units with the same macros as it was
