@@ -115,7 +115,9 @@ TEST(FixedOrderFamiliesTest, Avx512AndAvx2GiveTheSameBitsAndPortableIsClose) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "this CPU has no AVX-512F";
   torch::manual_seed(8);
   for (bool bf16 : {false, true}) {
-    for (const auto& [out, in] : kShapes) {
+    for (const auto& shape : kShapes) {
+      // Copies: a lambda may not capture a structured binding before C++20.
+      const int64_t out = shape.first, in = shape.second;
       const int64_t rows = 13;
       const torch::Tensor x = torch::randn({rows, in});
       const torch::Tensor weight =
