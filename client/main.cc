@@ -106,7 +106,7 @@ v1::GenerateRequest GenerateRequestFromFlags(std::string prompt) {
   }
   s->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
   s->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
-  s->set_seed(absl::GetFlag(FLAGS_seed));
+  if (absl::GetFlag(FLAGS_seed) != 0) s->set_seed(absl::GetFlag(FLAGS_seed));
   for (const std::string& stop : absl::GetFlag(FLAGS_stop)) r.add_stop(stop);
   r.set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
   r.set_logprobs(absl::GetFlag(FLAGS_logprobs));

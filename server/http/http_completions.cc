@@ -112,9 +112,11 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   };
   if (!parsed.ok()) return field_error(parsed.status());
   request_ = *std::move(parsed);
-  if (!request_.ignored_fields.empty()) {
+  if (request_.ignored_field_count > 0) {
     LogInfo("http_fields_ignored",
-            {{"path", req.path}, {"fields", absl::StrJoin(request_.ignored_fields, ",")}});
+            {{"path", req.path},
+             {"count", request_.ignored_field_count},
+             {"fields", absl::StrJoin(request_.ignored_fields, ",")}});
   }
   const std::string& served = handlers_->options_.served_model_name;
   if (!request_.model.empty() && request_.model != served) {

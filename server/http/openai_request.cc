@@ -73,12 +73,15 @@ class Fields {
     return absl::OkStatus();
   }
 
-  std::vector<std::string> Unread() const {
-    std::vector<std::string> out;
+  // The unread names in `listed` (OpenAiRequest's bounds) and their count.
+  void Unread(std::vector<std::string>* listed, size_t* count) const {
+    *count = 0;
     for (const auto& [name, value] : body_.items()) {
-      if (!seen_.contains(name)) out.push_back(name);
+      if (seen_.contains(name)) continue;
+      if (++*count <= OpenAiRequest::kListedIgnoredFields) {
+        listed->push_back(name.substr(0, OpenAiRequest::kListedIgnoredFieldBytes));
+      }
     }
-    return out;
   }
 
  private:
@@ -297,7 +300,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   std::string user;  // accepted, as OpenAI's end-user id; not used
   LINSERVE_RETURN_IF_ERROR(f.String("user", &user));
   LINSERVE_RETURN_IF_ERROR(ReadSession(f, header_session_id, out));
-  out.ignored_fields = f.Unread();
+  f.Unread(&out.ignored_fields, &out.ignored_field_count);
   return out;
 }
 

@@ -27,8 +27,13 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool new_session = false;    // "session": "new"
-  // Fields the server does not know, ignored (OpenAI clients send extras).
+  // Fields the server does not know, ignored (OpenAI clients send extras):
+  // how many, and the first kListedIgnoredFields of their names, each cut
+  // to kListedIgnoredFieldBytes, for the log (a body may hold thousands).
+  static constexpr size_t kListedIgnoredFields = 8;
+  static constexpr size_t kListedIgnoredFieldBytes = 64;
   std::vector<std::string> ignored_fields;
+  size_t ignored_field_count = 0;
 };
 
 // INVALID_ARGUMENT naming the field (its OpenAI name) for a body that is not

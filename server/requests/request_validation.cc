@@ -110,7 +110,7 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
   p.presence_penalty = s.presence_penalty();
   p.frequency_penalty = s.frequency_penalty();
   p.seed = s.seed();
-  call.seed_given = s.seed() != 0;
+  call.seed_given = s.has_seed();
   p.max_new_tokens =
       request.max_new_tokens() == 0 ? limits.default_max_new_tokens : request.max_new_tokens();
   p.stop.assign(request.stop().begin(), request.stop().end());

@@ -99,15 +99,19 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     turn.state = CloneState(*session->state);
     if (fresh) UsePrefixCache(turn);
     // Without a seed of its own a turn continues the session's random
-    // stream, so a conversation replays identically after a restart.
-    if (!turn.call.seed_given && session->rng.seed != 0) rng = session->rng;
+    // stream, so a conversation replays identically after a restart. A
+    // stream has drawn, or has a seed the server picked (never 0); 0 is a
+    // seed a client may give.
+    if (!turn.call.seed_given && (session->rng.seed != 0 || session->rng.draws != 0)) {
+      rng = session->rng;
+    }
   } else {
     turn.state = model_.NewState();
     turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
     LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
     UsePrefixCache(turn);
   }
-  if (!turn.call.seed_given && rng.seed == 0) {
+  if (!turn.call.seed_given && rng.seed == 0 && rng.draws == 0) {
     rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
   }
   params.seed = rng.seed;

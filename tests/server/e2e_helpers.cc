@@ -61,7 +61,7 @@ v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& se
   request.set_prompt(prompt);
   request.set_session_id(session_id);
   request.set_max_new_tokens(max_new_tokens);
-  request.mutable_sampling()->set_seed(seed);
+  if (seed != 0) request.mutable_sampling()->set_seed(seed);
   request.mutable_sampling()->set_temperature(temperature);
   request.set_ignore_eos(true);
   return request;

@@ -42,6 +42,8 @@ struct HeldModel {
 HeldModel HoldModel(const std::string& model_dir, const std::string& name);
 void ReleaseModel(const HeldModel& held);
 
+// seed 0: no seed (the server picks one, or a session's turn continues its
+// stream); the field is left unset, as a client without a seed sends it.
 v1::GenerateRequest MakeRequest(const std::string& prompt, const std::string& session_id,
                                 int32_t max_new_tokens, uint64_t seed, float temperature = 0.8f);
 

@@ -83,6 +83,31 @@ TEST_F(HttpApiTest, CompletionGivesTheSameTextAsGrpcWithTheSameSeed) {
   EXPECT_EQ(CompletionText(by_ids), grpc_run.text);
 }
 
+// "seed": 0 is a seed: the same text each time, the text gRPC gives for
+// seed 0, and reported back; without "seed" the server picks one.
+TEST_F(HttpApiTest, SeedZeroIsASeedOnBothTransports) {
+  HttpTestClient http = Client();
+  const HttpReply first = http.Post("/v1/completions", Completion("ROMEO:", 0));
+  const HttpReply second = http.Post("/v1/completions", Completion("ROMEO:", 0));
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(second.status, 200) << second.body;
+  ASSERT_FALSE(CompletionText(first).empty());
+  EXPECT_EQ(CompletionText(first), CompletionText(second));
+
+  v1::GenerateRequest request = MakeRequest("ROMEO:", "", 40, 0, 0.8f);
+  request.set_ignore_eos(false);
+  request.mutable_sampling()->set_seed(0);
+  GenerateOutcome grpc_run = RunGenerate(*server_->Stub(), request);
+  ASSERT_TRUE(grpc_run.status.ok()) << grpc_run.status.error_message();
+  EXPECT_EQ(grpc_run.finished.seed(), 0u);
+  EXPECT_EQ(grpc_run.text, CompletionText(first));
+
+  // Unseeded: the server's pick, never 0, reported in the final message.
+  GenerateOutcome unseeded = RunGenerate(*server_->Stub(), MakeRequest("ROMEO:", "", 40, 0, 0.8f));
+  ASSERT_TRUE(unseeded.status.ok()) << unseeded.status.error_message();
+  EXPECT_NE(unseeded.finished.seed(), 0u);
+}
+
 TEST_F(HttpApiTest, ChatStreamsChunksAndLogprobsInOpenAiShapes) {
   HttpTestClient http = Client();
   Json chat = {{"messages", {{{"role", "user"}, {"content", "ROMEO:\nWhat light?"}}}},

@@ -80,6 +80,32 @@ TEST(SessionsTest, ForkGivesTwoIndependentContinuations) {
   EXPECT_NE(Turn(*stub, source->id(), " and", 8), Turn(*stub, fork.id(), " but", 8));
 }
 
+// 0 is a seed like any other: a session's turn seeded with it starts a
+// stream that the session's unseeded turns continue, as any seed's would.
+TEST(SessionsTest, ATurnSeededWithZeroStartsTheStreamTheNextTurnsContinue) {
+  auto server = StartServer(FreshDir("seed-zero-store"));
+  ASSERT_NE(server, nullptr);
+  auto stub = server->Stub();
+  auto source = CreateSession(*stub, "ROMEO:\n");
+  ASSERT_TRUE(source.ok()) << source.status();
+  v1::GenerateRequest seeded = MakeRequest("", source->id(), 40, 0);
+  seeded.mutable_sampling()->set_seed(0);
+  GenerateOutcome first = RunGenerate(*stub, seeded);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.finished.seed(), 0u);
+
+  grpc::ClientContext context;
+  v1::ForkSessionRequest request;
+  request.set_session_id(source->id());
+  v1::Session fork;
+  ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
+  v1::Finished from_source, from_fork;
+  EXPECT_EQ(Turn(*stub, source->id(), "\n", 0, &from_source),
+            Turn(*stub, fork.id(), "\n", 0, &from_fork));
+  EXPECT_EQ(from_source.seed(), 0u);
+  EXPECT_EQ(from_fork.seed(), 0u);
+}
+
 TEST(SessionsTest, ExportThenImportIntoAFreshServerContinuesIdentically) {
   auto first = StartServer(FreshDir("export-store-a"));
   ASSERT_NE(first, nullptr);

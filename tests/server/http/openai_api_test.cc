@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "server/http/chat_template.h"
 #include "server/http/chat_turn_ends.h"
 #include "server/http/http_errors.h"
@@ -69,6 +70,31 @@ TEST(OpenAiRequestTest, CompletionFieldsBecomeTheGenerateRequest) {
   EXPECT_TRUE(r->include_usage);
   EXPECT_EQ(r->ignored_fields, std::vector<std::string>{"some_extra"});
   EXPECT_TRUE(r->template_stop.empty());
+}
+
+// OpenAI's clients send "seed": 0 as a seed: it must be one, not "none".
+TEST(OpenAiRequestTest, SeedZeroIsASeedAndNoSeedIsNone) {
+  auto zero = Completion({{"prompt", "hi"}, {"seed", 0}});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_TRUE(zero->generate.sampling().has_seed());
+  EXPECT_EQ(zero->generate.sampling().seed(), 0u);
+  auto none = Completion({{"prompt", "hi"}});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->generate.sampling().has_seed());
+}
+
+// A body of many unknown fields, or long names, leaves a bounded trace: the
+// count, and the first few names cut short.
+TEST(OpenAiRequestTest, IgnoredFieldsAreCountedAndFewAreListed) {
+  Json body = {{"prompt", "hi"}};
+  for (int i = 0; i < 10000; ++i) body[absl::StrCat("extra_", i, std::string(200, 'x'))] = i;
+  auto r = Completion(body);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ignored_field_count, 10000u);
+  ASSERT_EQ(r->ignored_fields.size(), OpenAiRequest::kListedIgnoredFields);
+  for (const std::string& name : r->ignored_fields) {
+    EXPECT_EQ(name.size(), OpenAiRequest::kListedIgnoredFieldBytes);
+  }
 }
 
 TEST(OpenAiRequestTest, PromptShapes) {

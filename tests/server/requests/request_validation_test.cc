@@ -37,6 +37,21 @@ TEST(RequestValidationTest, GoodRequestTakesTheDefaults) {
   EXPECT_FALSE(call->seed_given);
 }
 
+TEST(RequestValidationTest, ASeedOfZeroIsASeedWhenTheFieldIsSet) {
+  v1::GenerateRequest r = Good();
+  r.mutable_sampling()->set_seed(0);
+  auto call = ValidateGenerateRequest(r, RequestLimits{});
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_TRUE(call->seed_given);
+  EXPECT_EQ(call->sampling.seed, 0u);
+  // An old client's 0 never reaches the wire: the field arrives unset.
+  v1::GenerateRequest old_client;
+  ASSERT_TRUE(old_client.ParseFromString(Good().SerializeAsString()));
+  call = ValidateGenerateRequest(old_client, RequestLimits{});
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_FALSE(call->seed_given);
+}
+
 TEST(RequestValidationTest, FieldsReachTheEngineParams) {
   v1::GenerateRequest r = Good();
   r.set_session_id("0123456789abcdef0123456789abcdef");
