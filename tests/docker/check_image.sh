@@ -53,7 +53,7 @@ done
 check "OpenBLAS backs libblas.so.3" \
   grep -q openblas <<<"$(readlink "$root/etc/alternatives/libblas.so.3-x86_64-linux-gnu")"
 
-for tool in gcc g++ c++ cc cpp cmake ninja make ccache; do
+for tool in gcc g++ c++ cc cpp clang clang++ cmake ninja make ccache; do
   check "no $tool" test ! -e "$root/usr/bin/$tool"
 done
 for headers in torch grpcpp google/protobuf absl c++; do
