@@ -114,7 +114,9 @@ absl::Status RefuseUnsupported(Fields& f) {
     }
   }
   if (const Json* format = f.Get("response_format"); format != nullptr) {
-    const bool text = format->is_object() && format->value("type", "") == "text";
+    // value("type", "") would throw on a "type" that is not a string.
+    const auto type = format->is_object() ? format->find("type") : format->end();
+    const bool text = type != format->end() && *type == "text";
     if (!text) return Invalid("response_format is not supported (only {\"type\": \"text\"})");
   }
   if (const Json* bias = f.Get("logit_bias"); bias != nullptr && !bias->empty()) {
@@ -202,7 +204,8 @@ absl::StatusOr<std::string> MessageContent(const Json& message, size_t i) {
   }
   std::string text;
   for (const Json& part : *content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") ||
         !part["text"].is_string()) {
       return Invalid(absl::StrCat("messages[", i,
                                   "].content: only parts {\"type\": \"text\", \"text\": ...} "

@@ -97,6 +97,21 @@ TEST(OpenAiRequestTest, IgnoredFieldsAreCountedAndFewAreListed) {
   }
 }
 
+// Found by fuzz_openai_request: a "type" of the wrong type threw.
+TEST(OpenAiRequestTest, ResponseFormatOfAnyShapeIsRefusedNotThrown) {
+  for (const Json& format : {Json{{"type", Json::array()}}, Json{{"type", 1}}, Json::array(),
+                             Json("text"), Json{{"other", "text"}}}) {
+    auto r = Completion({{"prompt", "hi"}, {"response_format", format}});
+    ASSERT_FALSE(r.ok()) << format.dump();
+    EXPECT_NE(r.status().message().find("response_format"), std::string::npos);
+  }
+  EXPECT_TRUE(Completion({{"prompt", "hi"}, {"response_format", {{"type", "text"}}}}).ok());
+  // The same pattern in a chat message's content parts.
+  Json part = {{"type", Json::array({1})}, {"text", "x"}};
+  Json message = {{"role", "user"}, {"content", Json::array({part})}};
+  EXPECT_FALSE(Chat({{"messages", Json::array({message})}}).ok());
+}
+
 TEST(OpenAiRequestTest, PromptShapes) {
   auto ids = Completion({{"prompt", {1, 2, 3}}});
   ASSERT_TRUE(ids.ok());
