@@ -32,6 +32,17 @@ std::string Turn(v1::Linserve::Stub& stub, const std::string& session, const std
   return outcome.text;
 }
 
+// ForkSession of `id`; the fork.
+v1::Session Fork(v1::Linserve::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  v1::ForkSessionRequest request;
+  request.set_session_id(id);
+  v1::Session fork;
+  const grpc::Status status = stub.ForkSession(&context, request, &fork);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return fork;
+}
+
 TEST(SessionsTest, ThreeTurnsEqualOneLongPrompt) {
   auto server = StartServer(FreshDir("turns-store"));
   ASSERT_NE(server, nullptr);
@@ -63,11 +74,8 @@ TEST(SessionsTest, ForkGivesTwoIndependentContinuations) {
   // takes no BOS).
   EXPECT_EQ(source->position(), 22 - 1);
 
-  grpc::ClientContext context;
-  v1::ForkSessionRequest request;
-  request.set_session_id(source->id());
-  v1::Session fork;
-  ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
+  const v1::Session fork = Fork(*stub, source->id());
+  ASSERT_FALSE(fork.id().empty());
   EXPECT_NE(fork.id(), source->id());
   EXPECT_EQ(fork.position(), source->position());
 
@@ -94,11 +102,8 @@ TEST(SessionsTest, ATurnSeededWithZeroStartsTheStreamTheNextTurnsContinue) {
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
   EXPECT_EQ(first.finished.seed(), 0u);
 
-  grpc::ClientContext context;
-  v1::ForkSessionRequest request;
-  request.set_session_id(source->id());
-  v1::Session fork;
-  ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
+  const v1::Session fork = Fork(*stub, source->id());
+  ASSERT_FALSE(fork.id().empty());
   v1::Finished from_source, from_fork;
   EXPECT_EQ(Turn(*stub, source->id(), "\n", 0, &from_source),
             Turn(*stub, fork.id(), "\n", 0, &from_fork));
