@@ -51,18 +51,33 @@ ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
 ABSL_FLAG(std::string, served_model_name, "",
           "The model's id in the HTTP API (/v1/models, the \"model\" field); empty: the "
           "--model directory's name");
-ABSL_FLAG(int32_t, http_threads, 256,
-          "HTTP connections served at once (a streaming request holds one for its length); "
-          "more wait for a free one");
+ABSL_FLAG(std::string, health_listen, "",
+          "Also serve GET /health on this HOST:PORT, from a listener of its own that API "
+          "clients cannot fill (for probes: deploy/README.md); empty turns it off");
+ABSL_FLAG(int32_t, http_io_threads, 2,
+          "Threads that run every HTTP connection's I/O (connections hold no thread)");
+ABSL_FLAG(int32_t, http_max_connections, 1024,
+          "HTTP connections open at once; one past it is closed as it is accepted");
 ABSL_FLAG(int32_t, http_keepalive_requests, 1000,
           "Requests one HTTP connection may carry before the server closes it");
 ABSL_FLAG(int32_t, http_keepalive_seconds, 5,
-          "An idle HTTP connection is closed after this (it holds a --http_threads thread)");
+          "An HTTP connection with no request in flight is closed after this");
+ABSL_FLAG(int32_t, http_head_timeout_seconds, 10,
+          "A request's line and headers must arrive within this (of the connection's start, "
+          "or of the request's first byte), or the connection is closed");
+ABSL_FLAG(int32_t, http_body_timeout_seconds, 30,
+          "A request's body must arrive within this of its headers, or the connection is "
+          "closed");
+ABSL_FLAG(int32_t, http_write_timeout_seconds, 30,
+          "An answer's bytes (or a stream's pending events) must be taken by the client within "
+          "this, or the connection is closed and its turn cancelled");
 ABSL_FLAG(int64_t, max_http_body_bytes, 1 << 20,
-          "Bytes of one HTTP request body; a larger one is refused with 413");
+          "Bytes of one HTTP request body, on any framing (Content-Length or chunked); a larger "
+          "one is refused with 413");
 ABSL_FLAG(int64_t, max_http_header_bytes, 16 << 10,
-          "Bytes of one HTTP request's headers (the library caps one line at 8 KiB); more is "
-          "refused with 431");
+          "Bytes of one HTTP request's line and headers; more is refused with 431");
+ABSL_FLAG(int32_t, max_http_header_count, 64,
+          "Header fields of one HTTP request; more is refused with 431");
 ABSL_FLAG(std::string, http_cors_origins, "",
           "Browser origins allowed to call the HTTP API (comma-separated, * for any); empty: "
           "requests carrying an Origin header are refused with 403");
@@ -267,18 +282,40 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
 absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
   HttpOptions h;
   if (absl::Status ok = ParseHttpListen(absl::GetFlag(FLAGS_http_listen), h); !ok.ok()) return ok;
-  h.threads = absl::GetFlag(FLAGS_http_threads);
-  h.keepalive_requests = absl::GetFlag(FLAGS_http_keepalive_requests);
-  h.keepalive_seconds = absl::GetFlag(FLAGS_http_keepalive_seconds);
+  h.io_threads = absl::GetFlag(FLAGS_http_io_threads);
+  h.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   h.max_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
-  h.max_header_bytes = absl::GetFlag(FLAGS_max_http_header_bytes);
+  HttpLimits& l = h.limits;
+  l.keepalive_requests = absl::GetFlag(FLAGS_http_keepalive_requests);
+  l.max_header_bytes = absl::GetFlag(FLAGS_max_http_header_bytes);
+  l.max_header_count = absl::GetFlag(FLAGS_max_http_header_count);
+  const int32_t idle = absl::GetFlag(FLAGS_http_keepalive_seconds);
+  const int32_t head = absl::GetFlag(FLAGS_http_head_timeout_seconds);
+  const int32_t body = absl::GetFlag(FLAGS_http_body_timeout_seconds);
+  const int32_t write = absl::GetFlag(FLAGS_http_write_timeout_seconds);
+  l.idle_timeout = absl::Seconds(idle);
+  l.head_timeout = absl::Seconds(head);
+  l.body_timeout = absl::Seconds(body);
+  l.write_timeout = absl::Seconds(write);
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
-           {"http_threads", h.threads},
-           {"http_keepalive_requests", h.keepalive_requests},
-           {"http_keepalive_seconds", h.keepalive_seconds},
+           {"http_io_threads", h.io_threads},
+           {"http_max_connections", h.max_connections},
+           {"http_keepalive_requests", l.keepalive_requests},
+           {"http_keepalive_seconds", idle},
+           {"http_head_timeout_seconds", head},
+           {"http_body_timeout_seconds", body},
+           {"http_write_timeout_seconds", write},
            {"max_http_body_bytes", h.max_body_bytes},
-           {"max_http_header_bytes", h.max_header_bytes}}) {
+           {"max_http_header_bytes", l.max_header_bytes},
+           {"max_http_header_count", l.max_header_count}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;
+  }
+  if (l.max_header_bytes > (1 << 30)) {
+    return absl::InvalidArgumentError("--max_http_header_bytes must be at most 1 GiB");
+  }
+  if (const std::string health = absl::GetFlag(FLAGS_health_listen); !health.empty()) {
+    absl::Status ok = ParseListenAddress("health_listen", health, h.health_host, h.health_port);
+    if (!ok.ok()) return ok;
   }
   for (absl::string_view origin :
        absl::StrSplit(absl::GetFlag(FLAGS_http_cors_origins), ',', absl::SkipWhitespace())) {
@@ -366,6 +403,7 @@ int Serve() {
   }
   LogInfo("listening", {{"port", port},
                         {"http_port", http == nullptr ? 0 : http->port()},
+                        {"health_port", http == nullptr ? 0 : http->health_port()},
                         {"metrics_port", metrics_port},
                         {"tls", !absl::GetFlag(FLAGS_tls_cert_file).empty()},
                         {"mtls", !absl::GetFlag(FLAGS_tls_client_ca_file).empty()},

@@ -1,25 +1,24 @@
 #ifndef LINSERVE_SERVER_METRICS_ENDPOINT_H_
 #define LINSERVE_SERVER_METRICS_ENDPOINT_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
+#include "server/net/http_listener.h"
 
 namespace linserve {
 
 // Serves GET /metrics (Prometheus text format, serialised by prometheus-cpp)
-// over plain HTTP/1.1 on one thread, one connection at a time.
+// on an HttpListener of its own (server/net/): asynchronous, so a slow or
+// stuck client holds one connection, not the endpoint.
 //
 // Why not prometheus-cpp's Exposer: it runs civetweb, whose worker threads
 // get a fixed 64 KiB stack, and with Debian's LibTorch loaded the static TLS
 // of its dependency tree does not fit in that; pthread_create fails with
-// EINVAL and the Exposer throws. A scrape is one small request every few
-// seconds, which one thread with ordinary stacks serves fine.
+// EINVAL and the Exposer throws.
 class MetricsEndpoint {
  public:
   // Listens on `host:port` (port 0 picks a free one).
@@ -27,18 +26,15 @@ class MetricsEndpoint {
       const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);
   ~MetricsEndpoint();
 
-  int port() const { return port_; }
+  int port() const { return listener_->port(); }
+
+  class Service;
 
  private:
-  MetricsEndpoint(int listen_fd, int port, std::shared_ptr<prometheus::Registry> registry);
-  void Serve();
-  void Answer(int fd);
+  MetricsEndpoint() = default;
 
-  const int listen_fd_;
-  const int port_;
-  const std::shared_ptr<prometheus::Registry> registry_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<HttpListener> listener_;
 };
 
 }  // namespace linserve

@@ -1,73 +1,86 @@
 // POST /v1/completions and /v1/chat/completions: one request becomes the
 // gRPC service's GenerateRequest, passes the same validation and stream
 // limit, and runs as one turn of the scheduler; its output is written as one
-// JSON body or as server-sent events.
+// JSON body or as server-sent events. Nothing here waits: each step runs on
+// the connection's strand when the engine's answer arrives there.
 
 #include <algorithm>
-#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/log.h"
 #include "server/http/http_handlers.h"
 #include "server/http/http_turn_sink.h"
-#include "server/common/log.h"
 #include "server/http/openai_response.h"
 #include "server/requests/request_validation.h"
 
 namespace linserve {
 
-// One completion request, from parsing to its last byte. Shared between
-// the handler and, when streaming, the content provider that outlives it.
-class CompletionCall {
+// One completion request, from parsing to its last byte. The turn's sink
+// holds it until the turn's last event has been delivered, so that a turn
+// whose client has gone still does its bookkeeping with the turn's summary.
+class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
  public:
-  CompletionCall(HttpHandlers* handlers, OpenAiEndpoint endpoint)
+  CompletionCall(HttpHandlers* handlers, OpenAiEndpoint endpoint, HttpHeaders cors,
+                 std::shared_ptr<HttpExchange> exchange)
       : handlers_(handlers),
         endpoint_(endpoint),
-        method_(endpoint == OpenAiEndpoint::kChatCompletions ? "ChatCompletions" : "Completions") {}
+        method_(endpoint == OpenAiEndpoint::kChatCompletions ? "ChatCompletions" : "Completions"),
+        cors_(std::move(cors)),
+        exchange_(std::move(exchange)) {}
 
-  void Run(const httplib::Request& req, httplib::Response& res,
-           std::shared_ptr<CompletionCall> self);
+  void Start(const HttpRequest& req);
 
  private:
-  // Everything up to the turn's first event; an error answers the request.
-  absl::Status Submit(const httplib::Request& req, httplib::Response& res);
-  void Fail(httplib::Response& res, const absl::Status& status, const std::string& param = "");
-  // The turn's next event; nullopt when the server stops first.
-  std::optional<HttpTurnSink::Event> Next();
-  void Answer(httplib::Response& res);
-  void Stream(httplib::Response& res, std::shared_ptr<CompletionCall> self);
-  // Writes one server-sent event; false when the client has gone.
-  bool Write(httplib::DataSink& out, const std::string& data);
+  // Everything up to the turn's submission; CANCELLED when answered.
+  absl::Status Prepare(const HttpRequest& req);
+  void Created(const absl::StatusOr<SessionInfo>& info);
+  void Submit();
+  void Deliver(HttpTurnSink::Event event);
+  // The first piece: the answer's head (and a stream's opening events).
+  void Begin();
+  void Done(const absl::StatusOr<TurnSummary>& result);
+  void ClientGone();
+  void Fail(const absl::Status& status, const std::string& param = "");
+  // Writes one server-sent event.
+  void Write(const std::string& data);
+  HttpHeaders Headers() const;
   void Log(const std::string& code, const std::string& error, const TurnSummary* summary);
   void ForgetNewSession();
 
   HttpHandlers* const handlers_;
   const OpenAiEndpoint endpoint_;
   const char* const method_;
+  const HttpHeaders cors_;
+  const std::shared_ptr<HttpExchange> exchange_;
   std::string tenant_;
   Scheduler* scheduler_ = nullptr;
   OpenAiRequest request_;
+  std::optional<GenerateCall> call_;
   std::string session_id_;  // the session the turn continues ("" stateless)
   StreamLimit::Ticket ticket_;
-  std::shared_ptr<HttpTurnSink> sink_;
-  std::optional<HttpTurnSink::Event> first_;
+  std::weak_ptr<HttpTurnSink> sink_;
   std::unique_ptr<OpenAiResponder> responder_;
+  std::vector<TurnPiece> pieces_;  // a whole answer's, until the end
+  bool logprobs_ = false;
+  bool gone_ = false;              // the client left before the answer ended
   bool fed_turn_end_ = false;  // the prompt starts with the previous chat turn's missing end
   bool logged_ = false;
 };
 
-void HttpHandlers::Complete(OpenAiEndpoint endpoint, const httplib::Request& req,
-                            httplib::Response& res) {
-  auto call = std::make_shared<CompletionCall>(this, endpoint);
-  call->Run(req, res, call);
+void HttpHandlers::Complete(OpenAiEndpoint endpoint, HttpRequest req, HttpHeaders cors,
+                            std::shared_ptr<HttpExchange> exchange) {
+  auto call = std::make_shared<CompletionCall>(this, endpoint, std::move(cors), std::move(exchange));
+  call->Start(req);
 }
 
-void CompletionCall::Fail(httplib::Response& res, const absl::Status& status,
-                          const std::string& param) {
-  handlers_->Reply(res, method_, ToHttpError(status, param));
+void CompletionCall::Fail(const absl::Status& status, const std::string& param) {
+  HttpResponse answer = handlers_->ErrorAnswer(method_, ToHttpError(status, param));
+  answer.headers.insert(answer.headers.end(), cors_.begin(), cors_.end());
+  exchange_->Reply(std::move(answer));
   Log(absl::StatusCodeToString(status.code()), std::string(status.message()), nullptr);
 }
 
@@ -75,9 +88,11 @@ void CompletionCall::Log(const std::string& code, const std::string& error,
                          const TurnSummary* summary) {
   if (logged_) return;
   logged_ = true;
+  ticket_ = StreamLimit::Ticket();  // the stream is over
   LogGenerate("http", code, error, summary);
   if (endpoint_ != OpenAiEndpoint::kChatCompletions || session_id_.empty()) return;
-  // A failed or cut turn leaves its session as it was.
+  // A failed or cut turn leaves its session as it was; a finished one moved
+  // it on, whether or not its client stayed to read the end.
   const bool changed = summary != nullptr && !summary->cancelled;
   if (changed) {
     handlers_->chat_turn_ends_.Finished(session_id_, summary->reason == FinishReason::kStop);
@@ -93,7 +108,7 @@ void CompletionCall::ForgetNewSession() {
   scheduler_->DeleteSession(tenant_, session_id_, [](absl::StatusOr<bool>) {});
 }
 
-absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Response& res) {
+absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   absl::StatusOr<std::string> tenant = handlers_->Authenticate(req);
   if (!tenant.ok()) return tenant.status();
   tenant_ = *tenant;
@@ -104,10 +119,10 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   if (!body.ok()) return body.status();
 
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
-      endpoint_, *body, *handlers_->chat_template(), req.get_header_value("x-session-id"));
+      endpoint_, *body, *handlers_->chat_template(), req.Header("x-session-id"));
   auto field_error = [&](const absl::Status& status) {
     const OpenAiField field = ToOpenAiField(endpoint_, std::string(status.message()));
-    Fail(res, absl::Status(status.code(), field.message), field.param);
+    Fail(absl::Status(status.code(), field.message), field.param);
     return absl::CancelledError();  // answered already
   };
   if (!parsed.ok()) return field_error(parsed.status());
@@ -120,8 +135,7 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   }
   const std::string& served = handlers_->options_.served_model_name;
   if (!request_.model.empty() && request_.model != served) {
-    Fail(res,
-         absl::NotFoundError(absl::StrCat(
+    Fail(absl::NotFoundError(absl::StrCat(
              "model \"", request_.model, "\" does not exist; this server serves \"", served, "\"")),
          "model");
     return absl::CancelledError();
@@ -148,8 +162,10 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
       ValidateGenerateRequest(generate, handlers_->service_->options().limits);
   if (!call.ok()) return field_error(call.status());
   call->protocol = Protocol::kHttp;
+  call_ = *std::move(call);
+  logprobs_ = call_->logprobs;
   for (const std::string& stop : request_.template_stop) {
-    std::vector<std::string>& stops = call->sampling.stop;
+    std::vector<std::string>& stops = call_->sampling.stop;
     if (std::find(stops.begin(), stops.end(), stop) == stops.end()) stops.push_back(stop);
   }
 
@@ -157,130 +173,121 @@ absl::Status CompletionCall::Submit(const httplib::Request& req, httplib::Respon
   if (!ticket.ok()) return ticket.status();
   ticket_ = *std::move(ticket);
 
-  if (request_.new_session) {
-    // A promise the callback owns a share of, rather than absl::Notification:
-    // that one's release happens inside the prebuilt Abseil library, where
-    // ThreadSanitizer cannot see it, and the waiter's read of the answer was
-    // reported as a race.
-    auto created = std::make_shared<std::promise<absl::StatusOr<SessionInfo>>>();
-    std::future<absl::StatusOr<SessionInfo>> answer = created->get_future();
-    scheduler_->CreateSession(tenant_, "", generate.cache_salt(),
-                              [created](absl::StatusOr<SessionInfo> result) {
-                                created->set_value(std::move(result));
-                              });
-    const absl::StatusOr<SessionInfo> info = answer.get();
-    if (!info.ok()) return info.status();
-    call->session_id = info->id;
-  }
-  session_id_ = call->session_id;
-  const bool logprobs = call->logprobs;
-  sink_ = std::make_shared<HttpTurnSink>();
-  absl::Status queued = scheduler_->SubmitGenerate(tenant_, *std::move(call), sink_);
-  if (!queued.ok()) {
-    ForgetNewSession();
-    return queued;
-  }
-  // The status line waits for the turn's first event, so that every refusal
-  // (a limit, an unknown session) is an HTTP status, not an error event.
-  first_ = Next();
-  if (!first_.has_value()) return absl::UnavailableError("the server is shutting down");
-  if (first_->done.has_value() && !first_->done->ok()) {
-    ForgetNewSession();
-    return first_->done->status();
-  }
-  responder_ = std::make_unique<OpenAiResponder>(endpoint_, served, logprobs, session_id_);
-  if (!session_id_.empty()) res.set_header("x-session-id", session_id_);
   return absl::OkStatus();
 }
 
-std::optional<HttpTurnSink::Event> CompletionCall::Next() {
-  while (!handlers_->stopping_) {
-    if (std::optional<HttpTurnSink::Event> event = sink_->Next(absl::Milliseconds(200))) {
-      return event;
-    }
+void CompletionCall::Start(const HttpRequest& req) {
+  absl::Status prepared = Prepare(req);
+  if (absl::IsCancelled(prepared)) return;  // answered
+  if (!prepared.ok()) return Fail(prepared);
+  auto self = shared_from_this();
+  exchange_->OnClientGone([self] { self->ClientGone(); });
+  if (!request_.new_session) return Submit();
+  scheduler_->CreateSession(tenant_, "", request_.generate.cache_salt(),
+                            [self](absl::StatusOr<SessionInfo> info) {
+                              self->exchange_->Post([self, info = std::move(info)] {
+                                self->Created(info);
+                              });
+                            });
+}
+
+void CompletionCall::Created(const absl::StatusOr<SessionInfo>& info) {
+  if (!info.ok()) return Fail(info.status());
+  session_id_ = info->id;
+  if (gone_) {
+    ForgetNewSession();
+    handlers_->Count(method_, 499);
+    return Log("CANCELLED", "the client closed the connection", nullptr);
   }
-  sink_->Cancel();
-  return std::nullopt;
+  call_->session_id = info->id;
+  Submit();
 }
 
-void CompletionCall::Run(const httplib::Request& req, httplib::Response& res,
-                         std::shared_ptr<CompletionCall> self) {
-  absl::Status submitted = Submit(req, res);
-  if (absl::IsCancelled(submitted)) return;  // answered
-  if (!submitted.ok()) return Fail(res, submitted);
-  if (request_.stream) return Stream(res, std::move(self));
-  Answer(res);
-}
-
-void CompletionCall::Answer(httplib::Response& res) {
-  std::vector<TurnPiece> pieces;
-  std::optional<HttpTurnSink::Event> event = std::move(first_);
-  while (event.has_value() && !event->done.has_value()) {
-    pieces.push_back(*std::move(event->piece));
-    event = Next();
-  }
-  if (!event.has_value()) return Fail(res, absl::UnavailableError("the server is shutting down"));
-  const absl::StatusOr<TurnSummary>& done = *event->done;
-  if (!done.ok()) return Fail(res, done.status());
-  handlers_->ReplyJson(res, method_, responder_->Whole(pieces, *done));
-  Log("OK", "", &*done);
-}
-
-bool CompletionCall::Write(httplib::DataSink& out, const std::string& data) {
-  const std::string event = absl::StrCat("data: ", data, "\n\n");
-  return out.write(event.data(), event.size());
-}
-
-void CompletionCall::Stream(httplib::Response& res, std::shared_ptr<CompletionCall> self) {
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");  // nginx passes events through at once
-  // The provider runs after this handler returns, on the same connection
-  // thread, once per event, until it calls done() or fails.
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [self](size_t, httplib::DataSink& out) {
-        CompletionCall& call = *self;
-        std::optional<HttpTurnSink::Event> event;
-        if (call.first_.has_value()) {
-          for (const nlohmann::json& chunk : call.responder_->Opening()) {
-            if (!call.Write(out, DumpJson(chunk))) return false;
-          }
-          event = std::exchange(call.first_, std::nullopt);
-        } else {
-          event = call.Next();
-        }
-        if (!event.has_value()) return false;  // shutting down: cut the stream
-        if (event->piece.has_value())
-          return call.Write(out, DumpJson(call.responder_->Chunk(*event->piece)));
-        const absl::StatusOr<TurnSummary>& done = *event->done;
-        if (done.ok()) {
-          if (!call.Write(out, DumpJson(call.responder_->Closing(*done)))) return false;
-          if (call.request_.include_usage &&
-              !call.Write(out, DumpJson(call.responder_->UsageChunk(*done)))) {
-            return false;
-          }
-          call.Log("OK", "", &*done);
-        } else {
-          // Headers are gone: the error travels as an event, as vLLM sends it.
-          if (!call.Write(out, DumpJson(ToHttpError(done.status()).body))) return false;
-          call.Log(absl::StatusCodeToString(done.status().code()),
-                   std::string(done.status().message()), nullptr);
-        }
-        if (!call.Write(out, "[DONE]")) return false;
-        out.done();
-        return true;
-      },
-      [self](bool success) {
-        // A client that went away mid-stream cancels its turn, as a
-        // cancelled gRPC stream does.
-        // Counted before the log line, which tests wait for.
-        self->handlers_->Count(self->method_, success ? 200 : 499);
-        if (!success) {
-          self->sink_->Cancel();
-          self->Log("CANCELLED", "the client closed the stream", nullptr);
-        }
+void CompletionCall::Submit() {
+  session_id_ = call_->session_id;
+  auto sink = std::make_shared<HttpTurnSink>(
+      exchange_, [self = shared_from_this()](HttpTurnSink::Event event) {
+        self->Deliver(std::move(event));
       });
+  sink_ = sink;
+  if (gone_) sink->Cancel();
+  absl::Status queued = scheduler_->SubmitGenerate(tenant_, *std::move(call_), sink);
+  if (!queued.ok()) {
+    ForgetNewSession();
+    Fail(queued);
+  }
+}
+
+void CompletionCall::ClientGone() {
+  gone_ = true;
+  if (std::shared_ptr<HttpTurnSink> sink = sink_.lock()) sink->Cancel();
+}
+
+HttpHeaders CompletionCall::Headers() const {
+  HttpHeaders headers = cors_;
+  if (!session_id_.empty()) headers.emplace_back("x-session-id", session_id_);
+  return headers;
+}
+
+void CompletionCall::Write(const std::string& data) {
+  exchange_->SendChunk(absl::StrCat("data: ", data, "\n\n"));
+}
+
+void CompletionCall::Deliver(HttpTurnSink::Event event) {
+  if (event.done.has_value()) return Done(*event.done);
+  if (gone_) return;
+  // The status line waits for the turn's first event, so that every refusal
+  // (a limit, an unknown session) is an HTTP status, not an error event.
+  if (responder_ == nullptr) Begin();
+  if (request_.stream) return Write(DumpJson(responder_->Chunk(*event.piece)));
+  pieces_.push_back(*std::move(event.piece));
+}
+
+void CompletionCall::Begin() {
+  responder_ = std::make_unique<OpenAiResponder>(
+      endpoint_, handlers_->options_.served_model_name, logprobs_, session_id_);
+  if (!request_.stream) return;
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = Headers();
+  head.headers.emplace_back("Cache-Control", "no-cache");
+  head.headers.emplace_back("X-Accel-Buffering", "no");  // nginx passes events through at once
+  exchange_->StartStream(std::move(head));
+  for (const nlohmann::json& chunk : responder_->Opening()) Write(DumpJson(chunk));
+}
+
+void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
+  if (gone_) {
+    // A client that went away cancels its turn, as a cancelled gRPC stream
+    // does; the turn's summary still says what became of its session.
+    // Counted before the log line, which tests wait for.
+    handlers_->Count(method_, 499);
+    return Log("CANCELLED", "the client closed the connection", result.ok() ? &*result : nullptr);
+  }
+  if (!result.ok() && (responder_ == nullptr || !request_.stream)) {
+    if (responder_ == nullptr) ForgetNewSession();
+    return Fail(result.status());
+  }
+  if (responder_ == nullptr) Begin();  // a turn with no text
+  if (!request_.stream) {
+    HttpResponse answer = handlers_->JsonAnswer(method_, responder_->Whole(pieces_, *result));
+    answer.headers = Headers();
+    exchange_->Reply(std::move(answer));
+    return Log("OK", "", &*result);
+  }
+  handlers_->Count(method_, 200);
+  if (result.ok()) {
+    Write(DumpJson(responder_->Closing(*result)));
+    if (request_.include_usage) Write(DumpJson(responder_->UsageChunk(*result)));
+    Log("OK", "", &*result);
+  } else {
+    // Headers are gone: the error travels as an event, as vLLM sends it.
+    Write(DumpJson(ToHttpError(result.status()).body));
+    Log(absl::StatusCodeToString(result.status().code()), std::string(result.status().message()),
+        nullptr);
+  }
+  Write("[DONE]");
+  exchange_->EndStream();
 }
 
 }  // namespace linserve

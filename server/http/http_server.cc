@@ -1,104 +1,113 @@
 #include "server/http/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
-#include <atomic>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "server/http/http_handlers.h"
 
 namespace linserve {
-namespace {
 
-// The library listens with a backlog of 5 (compiled in): a burst of clients
-// connecting at once would overflow it. Listening again on the bound socket
-// only changes the backlog.
-template <typename Base>
-class WideBacklog : public Base {
+// The health port's whole API: GET /health, as the main port answers it.
+class HealthService : public HttpService {
  public:
-  using Base::Base;
-  void Widen() { ::listen(this->svr_sock_, SOMAXCONN); }
+  explicit HealthService(HttpHandlers* handlers) : handlers_(handlers) {}
+
+  HttpHeadVerdict Judge(const HttpRequest&) override {
+    HttpHeadVerdict verdict;
+    verdict.max_body_bytes = 0;
+    verdict.body_limit_name = "the health port's limit";
+    return verdict;
+  }
+  void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override {
+    if (request.method == "GET" && request.path == "/health") {
+      return exchange->Reply(handlers_->Health());
+    }
+    exchange->Reply(Refusal(404, absl::StrCat("no endpoint ", request.method, " ", request.path,
+                                              " on the health port (only GET /health)")));
+  }
+  HttpResponse Refusal(int status, const std::string& message) override {
+    return handlers_->Refusal(status, message);
+  }
+
+ private:
+  HttpHandlers* const handlers_;
 };
 
-}  // namespace
-
-absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options) {
+absl::Status ParseListenAddress(const std::string& flag, const std::string& listen,
+                                std::string& host, int& port) {
   const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http_listen = \"", listen, "\" is not HOST:PORT with PORT in [0, 65535]"));
+  int parsed = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &parsed) ||
+      parsed < 0 || parsed > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " = \"", listen, "\" is not HOST:PORT with PORT in [0, 65535]"));
   }
-  std::string host = listen.substr(0, colon);
+  host = listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  options.host = host.empty() ? "0.0.0.0" : host;
-  options.port = port;
+  if (host.empty()) host = "0.0.0.0";
+  port = parsed;
   return absl::OkStatus();
+}
+
+absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options) {
+  return ParseListenAddress("http_listen", listen, options.host, options.port);
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options,
                                                               LinserveService* service,
                                                               Metrics* metrics) {
   std::unique_ptr<HttpServer> http(new HttpServer());
-  if (options.tls_cert_file.empty()) {
-    http->server_ = std::make_unique<WideBacklog<httplib::Server>>();
-  } else {
-    http->server_ = std::make_unique<WideBacklog<httplib::SSLServer>>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
-        options.tls_client_ca_file.empty() ? nullptr : options.tls_client_ca_file.c_str());
-  }
-  httplib::Server& server = *http->server_;
-  if (!server.is_valid()) {
-    return absl::InvalidArgumentError(
-        "the HTTP port cannot use --tls_cert_file, --tls_key_file and --tls_client_ca_file");
-  }
-  const int threads = options.threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
-  server.set_keep_alive_max_count(static_cast<size_t>(options.keepalive_requests));
-  server.set_keep_alive_timeout(options.keepalive_seconds);
-  server.set_tcp_nodelay(true);  // one SSE event per token: no Nagle delay
-  if (options.host.find(':') != std::string::npos) server.set_address_family(AF_INET6);
-  const std::string host = options.host;
-  const int wanted_port = options.port;
+  HttpListenerOptions api;
+  api.host = options.host;
+  api.port = options.port;
+  api.tls_cert_file = options.tls_cert_file;
+  api.tls_key_file = options.tls_key_file;
+  api.tls_client_ca_file = options.tls_client_ca_file;
+  api.limits = options.limits;
+  api.max_connections = options.max_connections;
+  api.io_threads = options.io_threads;
+  api.name = "http";
+  api.on_refused = [metrics] { metrics->CountRejection("http_connections"); };
+  HttpListenerOptions health;
+  health.host = options.health_host;
+  health.port = options.health_port;
+  // Probes and nothing else: a few connections, short deadlines.
+  health.limits.max_header_bytes = 8 << 10;
+  health.limits.head_timeout = absl::Seconds(2);
+  health.limits.idle_timeout = absl::Seconds(2);
+  health.max_connections = 64;
+  health.io_threads = 1;
+  health.name = "http-health";
+  const bool with_health = options.health_port >= 0;
+
   http->handlers_ = std::make_unique<HttpHandlers>(std::move(options), service, metrics);
-  http->handlers_->Register(server);
-  if (wanted_port == 0) {
-    http->port_ = server.bind_to_any_port(host);
-  } else if (server.bind_to_port(host, wanted_port)) {
-    http->port_ = wanted_port;
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener =
+      HttpListener::Start(std::move(api), http->handlers_.get());
+  if (!listener.ok()) return listener.status();
+  http->listener_ = *std::move(listener);
+  if (with_health) {
+    http->health_service_ = std::make_unique<HealthService>(http->handlers_.get());
+    absl::StatusOr<std::unique_ptr<HttpListener>> health_listener =
+        HttpListener::Start(std::move(health), http->health_service_.get());
+    if (!health_listener.ok()) return health_listener.status();
+    http->health_listener_ = *std::move(health_listener);
   }
-  if (http->port_ <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on --http_listen = ", host, ":", wanted_port));
-  }
-  if (auto* plain = dynamic_cast<WideBacklog<httplib::Server>*>(&server)) plain->Widen();
-  if (auto* tls = dynamic_cast<WideBacklog<httplib::SSLServer>*>(&server)) tls->Widen();
-  auto ended = std::make_shared<std::atomic<bool>>(false);
-  http->thread_ = std::thread([&server, ended] {
-    server.listen_after_bind();
-    *ended = true;
-  });
-  // stop() does nothing to a server whose loop has not started yet, and the
-  // loop would then never end: return only once it runs (a server whose
-  // model then fails to load is destroyed within milliseconds).
-  while (!server.is_running() && !*ended) absl::SleepFor(absl::Milliseconds(1));
   return http;
 }
 
 HttpServer::~HttpServer() {
-  if (server_ == nullptr) return;
-  handlers_->Stop();
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
+  // The listeners first: their connections use the handlers.
+  health_listener_.reset();
+  listener_.reset();
+}
+
+int HttpServer::port() const { return listener_->port(); }
+int HttpServer::health_port() const {
+  return health_listener_ == nullptr ? 0 : health_listener_->port();
 }
 
 void HttpServer::SetServing(ChatTemplate chat_template) {

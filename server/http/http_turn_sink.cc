@@ -4,15 +4,48 @@
 
 namespace linserve {
 
+HttpTurnSink::HttpTurnSink(std::shared_ptr<HttpExchange> exchange,
+                           std::function<void(Event)> deliver)
+    : exchange_(std::move(exchange)), deliver_(std::move(deliver)) {}
+
 void HttpTurnSink::Send(TurnPiece piece) {
-  absl::MutexLock lock(&mu_);
-  if (done_.has_value() || cancelled_) return;
-  pieces_.push_back(std::move(piece));
+  Event event;
+  event.piece = std::move(piece);
+  Push(std::move(event));
 }
 
 void HttpTurnSink::Finish(absl::StatusOr<TurnSummary> result) {
-  absl::MutexLock lock(&mu_);
-  if (!done_.has_value()) done_ = std::move(result);
+  Event event;
+  event.done = std::move(result);
+  Push(std::move(event));
+}
+
+void HttpTurnSink::Push(Event event) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = event.done.has_value();
+    if (event.piece.has_value()) ++queued_pieces_;
+    events_.push_back(std::move(event));
+    if (drain_posted_) return;
+    drain_posted_ = true;
+  }
+  exchange_->Post([self = shared_from_this()] { self->Drain(); });
+}
+
+void HttpTurnSink::Drain() {
+  std::deque<Event> events;
+  std::function<void(Event)> deliver;
+  {
+    absl::MutexLock lock(&mu_);
+    drain_posted_ = false;
+    events.swap(events_);
+    queued_pieces_ = 0;
+    deliver = deliver_;
+    if (finished_) deliver_ = nullptr;  // the last event is among these
+  }
+  if (!deliver) return;
+  for (Event& event : events) deliver(std::move(event));
 }
 
 bool HttpTurnSink::Cancelled() const {
@@ -22,29 +55,12 @@ bool HttpTurnSink::Cancelled() const {
 
 int HttpTurnSink::Buffered() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(pieces_.size());
+  return queued_pieces_ + static_cast<int>(exchange_->UnsentChunks());
 }
 
 void HttpTurnSink::Cancel() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
-}
-
-bool HttpTurnSink::Ready() const { return !pieces_.empty() || done_.has_value(); }
-
-std::optional<HttpTurnSink::Event> HttpTurnSink::Next(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithTimeout(absl::Condition(this, &HttpTurnSink::Ready), timeout)) {
-    return std::nullopt;
-  }
-  Event event;
-  if (!pieces_.empty()) {
-    event.piece = std::move(pieces_.front());
-    pieces_.pop_front();
-  } else {
-    event.done = *done_;
-  }
-  return event;
 }
 
 }  // namespace linserve

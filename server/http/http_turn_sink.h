@@ -2,25 +2,33 @@
 #define LINSERVE_SERVER_HTTP_TURN_SINK_H_
 
 #include <deque>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "server/net/http_exchange.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
 
-// The scheduler's end of one HTTP request: a queue the connection's thread
-// drains, blocking, while the engine fills it (gRPC's StreamSink does the
-// same through reactors). Pieces not yet taken count as Buffered, so a slow
-// reader pauses its turn exactly as an unread gRPC stream does. Thread-safe.
-class HttpTurnSink : public TurnSink {
+// The scheduler's end of one HTTP request. The engine's calls only queue an
+// event and, when none is on its way, post one drain to the connection's
+// strand, which hands every queued event to `deliver` in order: the engine
+// never formats or writes. Pieces not yet delivered and chunks not yet on
+// the wire count as Buffered, so a slow reader pauses its turn exactly as an
+// unread gRPC stream does. Thread-safe.
+class HttpTurnSink : public TurnSink, public std::enable_shared_from_this<HttpTurnSink> {
  public:
   struct Event {
     std::optional<TurnPiece> piece;                   // set: new text
     std::optional<absl::StatusOr<TurnSummary>> done;  // set: the last event
   };
+
+  // `deliver` runs on the exchange's strand; after the last event the sink
+  // lets go of it.
+  HttpTurnSink(std::shared_ptr<HttpExchange> exchange, std::function<void(Event)> deliver);
 
   // TurnSink, for the engine.
   void Send(TurnPiece piece) override;
@@ -28,18 +36,21 @@ class HttpTurnSink : public TurnSink {
   bool Cancelled() const override;
   int Buffered() const override;
 
-  // For the connection: the next event, or nullopt when none came within
-  // `timeout`.
-  std::optional<Event> Next(absl::Duration timeout);
-  // The client has gone: the turn stops within a decode step.
+  // The client has gone: the turn stops within a decode step (and still
+  // delivers its last event).
   void Cancel();
 
  private:
-  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Push(Event event);
+  void Drain();
 
+  const std::shared_ptr<HttpExchange> exchange_;
   mutable absl::Mutex mu_;
-  std::deque<TurnPiece> pieces_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::StatusOr<TurnSummary>> done_ ABSL_GUARDED_BY(mu_);
+  std::function<void(Event)> deliver_ ABSL_GUARDED_BY(mu_);
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  int queued_pieces_ ABSL_GUARDED_BY(mu_) = 0;  // of events_
+  bool drain_posted_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     server->port_ = event["port"];
     server->metrics_port_ = event["metrics_port"];
     server->http_port_ = event.value("http_port", 0);
+    server->health_port_ = event.value("health_port", 0);
   }
   server->channel_ = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   return server;

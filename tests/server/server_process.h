@@ -36,6 +36,7 @@ class ServerProcess {
   int metrics_port() const { return metrics_port_; }
   // The HTTP API's port (0: the test turned it off).
   int http_port() const { return http_port_; }
+  int health_port() const { return health_port_; }  // 0 without --health_listen
   pid_t pid() const { return pid_; }
 
   std::unique_ptr<v1::Linserve::Stub> Stub() const;
@@ -58,6 +59,7 @@ class ServerProcess {
   int port_ = 0;
   int metrics_port_ = 0;
   int http_port_ = 0;
+  int health_port_ = 0;
   bool exited_ = false;
   int exit_code_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
