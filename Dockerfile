@@ -60,10 +60,11 @@ USER linserve
 
 # OpenBLAS's own threads would spin against LibTorch's OpenMP pool.
 ENV OPENBLAS_NUM_THREADS=1
-# gRPC, the HTTP API (/v1/..., /health) and Prometheus /metrics. /metrics is
+# gRPC, the HTTP API (/v1/..., /health), GET /health alone on a listener
+# API clients cannot fill (for probes) and Prometheus /metrics. /metrics is
 # plain HTTP without tenants (server/README.md): publish 9464 to the
 # scraper's network only.
-EXPOSE 50051 8080 9464
+EXPOSE 50051 8080 8081 9464
 # SERVING once the model is loaded; NOT_SERVING from the moment SIGTERM
 # starts the drain.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
@@ -76,5 +77,6 @@ ENTRYPOINT ["/usr/local/bin/linserve", \
             "--model=/usr/local/share/linserve/models/default", \
             "--listen=0.0.0.0:50051", \
             "--http_listen=0.0.0.0:8080", \
+            "--health_listen=0.0.0.0:8081", \
             "--metrics_host=0.0.0.0", "--metrics_port=9464", \
             "--store_dir=/var/lib/linserve/sessions"]

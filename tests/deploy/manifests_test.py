@@ -286,16 +286,20 @@ class PortsTest(unittest.TestCase):
             self.assertIn(nginx.listen(server).split(":")[-1], published)
 
     def test_kubernetes_ports_agree(self):
-        grpc, http, metrics = ports(effective(D.k8s_linserve_args()))
+        flags = effective(D.k8s_linserve_args())
+        grpc, http, metrics = ports(flags)
+        # HTTP probes go to the health listener, which API clients cannot fill.
+        health = files.port_of(flags["health_listen"])
         container_ports = {p["name"]: p["containerPort"] for p in D.container["ports"]}
-        self.assertEqual(container_ports, {"grpc": grpc, "http": http, "metrics": metrics})
+        self.assertEqual(container_ports,
+                         {"grpc": grpc, "http": http, "metrics": metrics, "health": health})
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             if "grpc" in D.container[probe]:
                 self.assertEqual(D.container[probe]["grpc"]["port"], grpc, probe)
             else:
                 get = D.container[probe]["httpGet"]
                 port = get["port"]
-                self.assertEqual(container_ports[port] if isinstance(port, str) else port, http,
+                self.assertEqual(container_ports[port] if isinstance(port, str) else port, health,
                                  probe)
                 self.assertEqual(get["path"], "/health", probe)
         annotations = D.pod["metadata"]["annotations"]

@@ -24,10 +24,11 @@ check "exec-form entry point runs /usr/local/bin/linserve itself" \
   test "$(config Entrypoint | jq -r '.[0]')" = /usr/local/bin/linserve
 check "gRPC listens on 0.0.0.0:50051" test "$(entry_arg listen)" = 0.0.0.0:50051
 check "HTTP listens on 0.0.0.0:8080" test "$(entry_arg http_listen)" = 0.0.0.0:8080
+check "the health port listens on 0.0.0.0:8081" test "$(entry_arg health_listen)" = 0.0.0.0:8081
 check "metrics on 0.0.0.0:9464" \
   test "$(entry_arg metrics_host):$(entry_arg metrics_port)" = 0.0.0.0:9464
-check "ports 50051, 8080 and 9464 exposed" \
-  test "$(config ExposedPorts | jq -r 'keys | sort | join(",")')" = "50051/tcp,8080/tcp,9464/tcp"
+check "ports 50051, 8080, 8081 and 9464 exposed" \
+  test "$(config ExposedPorts | jq -r 'keys | sort | join(",")')" = "50051/tcp,8080/tcp,8081/tcp,9464/tcp"
 store_dir=$(entry_arg store_dir)
 check "--store_dir ($store_dir) lies in a declared volume" \
   test -n "$(config Volumes | jq -r --arg d "$store_dir" \

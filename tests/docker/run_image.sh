@@ -71,7 +71,7 @@ image_client() { "${enter[@]}" "$client" --server="127.0.0.1:$port" "$@"; }
 echo "entry point: ${entrypoint[*]} ${command[*]}"
 # Its own PID namespace too: the server is PID 1 there, as in a container.
 "${enter[0]}" --pid --fork --kill-child "${enter[@]:1}" "${entrypoint[@]}" "${command[@]}" \
-  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 \
+  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 --health_listen=127.0.0.1:0 --metrics_host=127.0.0.1 --metrics_port=0 \
   2>"$run_dir/server.log" &
 server_pid=$!
 linserve_wait_serving "$server_pid" "$run_dir/server.log" 120 || fail "$linserve_error"
