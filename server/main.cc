@@ -125,6 +125,10 @@ ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
 ABSL_FLAG(int64_t, max_open_streams, 1024,
           "Generate, ExportSession and ImportSession streams open at once over all connections; "
           "more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_open_streams_per_tenant, 256,
+          "Of --max_open_streams, those one authenticated tenant (--auth_tokens_file) may hold; "
+          "past it is refused with RESOURCE_EXHAUSTED (without tokens only the server-wide bound "
+          "applies)");
 ABSL_FLAG(int32_t, max_streams_per_connection, 100,
           "Streams one HTTP/2 connection may have open at once; a client's further calls wait "
           "in its channel");
@@ -225,6 +229,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
   o.max_state_chunk_bytes = absl::GetFlag(FLAGS_max_state_chunk_bytes);
   o.max_open_streams = absl::GetFlag(FLAGS_max_open_streams);
+  o.max_open_streams_per_tenant = absl::GetFlag(FLAGS_max_open_streams_per_tenant);
   for (auto [flag, value] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"max_batch", s.max_batch},
            {"prefill_token_budget", s.prefill_token_budget},
@@ -239,6 +244,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_stop_bytes", l.sampling.max_stop_bytes},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
            {"max_open_streams", o.max_open_streams},
+           {"max_open_streams_per_tenant", o.max_open_streams_per_tenant},
            {"max_store_bytes", absl::GetFlag(FLAGS_max_store_bytes)},
            {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;

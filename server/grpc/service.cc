@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/status/status.h"
 #include "server/common/auth.h"
@@ -71,11 +72,15 @@ std::string TenantOf(const grpc::CallbackServerContext& context) {
 LinserveService::LinserveService(Metrics* metrics, ServiceOptions options)
     : metrics_(metrics),
       options_(std::move(options)),
-      streams_(options_.max_open_streams, &metrics->open_streams()) {}
+      streams_(options_.max_open_streams, options_.max_open_streams_per_tenant,
+               &metrics->open_streams()) {}
 
-absl::StatusOr<StreamLimit::Ticket> LinserveService::OpenStream() {
-  absl::StatusOr<StreamLimit::Ticket> ticket = streams_.Acquire();
-  if (!ticket.ok()) metrics_->CountRejection("open_streams");
+absl::StatusOr<StreamLimit::Ticket> LinserveService::OpenStream(const std::string& tenant) {
+  absl::StatusOr<StreamLimit::Ticket> ticket = streams_.Acquire(tenant);
+  if (!ticket.ok()) {
+    const bool tenants = absl::StrContains(ticket.status().message(), "per_tenant");
+    metrics_->CountRejection(tenants ? "tenant_streams" : "open_streams");
+  }
   return ticket;
 }
 
@@ -104,7 +109,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     Count("Generate", status);
     LogGenerate("grpc", CodeName(status), status.error_message(), summary);
   });
-  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream(TenantOf(*context));
   if (!ticket.ok()) {
     stream->sink()->Finish(ticket.status());
     return stream;

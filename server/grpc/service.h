@@ -19,6 +19,7 @@ struct ServiceOptions {
   SchedulerOptions scheduler;           // reported in ModelInfo.limits
   int32_t max_state_chunk_bytes = 64 << 10;  // ExportSession chunks, ImportSession's cap per chunk
   int64_t max_open_streams = 1024;  // Generate, Export and ImportSession streams open at once
+  int64_t max_open_streams_per_tenant = 256;  // of those, one authenticated tenant's
 };
 
 // The linserve.v1.Linserve service on gRPC's callback API: requests are
@@ -62,8 +63,9 @@ class LinserveService final : public v1::Linserve::CallbackService {
   // For the reactors of this file.
   void Count(const char* method, const grpc::Status& status);
   Scheduler* scheduler() const { return scheduler_.load(); }
-  // A place under --max_open_streams, or RESOURCE_EXHAUSTED (counted).
-  absl::StatusOr<StreamLimit::Ticket> OpenStream();
+  // A place under --max_open_streams and `tenant`'s share, or
+  // RESOURCE_EXHAUSTED (counted).
+  absl::StatusOr<StreamLimit::Ticket> OpenStream(const std::string& tenant);
   const ServiceOptions& options() const { return options_; }
 
  private:

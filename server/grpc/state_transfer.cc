@@ -128,7 +128,7 @@ class RefuseImport : public grpc::ServerReadReactor<v1::StateChunk> {
 grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
     grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) {
   auto* stream = new ExportStream(this);
-  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream(TenantOf(*context));
   if (!ticket.ok()) {
     stream->Begin(ticket.status());
     return stream;
@@ -158,7 +158,7 @@ grpc::ServerReadReactor<v1::StateChunk>* LinserveService::ImportSession(
     Count("ImportSession", status);
     return new RefuseImport(status);
   }
-  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream();
+  absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream(TenantOf(*context));
   if (!ticket.ok()) {
     const grpc::Status status = ToGrpcStatus(ticket.status());
     Count("ImportSession", status);

@@ -169,7 +169,7 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     if (std::find(stops.begin(), stops.end(), stop) == stops.end()) stops.push_back(stop);
   }
 
-  absl::StatusOr<StreamLimit::Ticket> ticket = handlers_->service_->OpenStream();
+  absl::StatusOr<StreamLimit::Ticket> ticket = handlers_->service_->OpenStream(tenant_);
   if (!ticket.ok()) return ticket.status();
   ticket_ = *std::move(ticket);
 
