@@ -38,9 +38,10 @@ using TlsStream = asio::ssl::stream<tcp::socket>;
 constexpr size_t kReadBytes = 16 << 10;  // one read's room in the buffer
 // After a refusal the connection stops sending and reads (and drops) what
 // the client is still sending for a while before it closes: closing a socket
-// with unread bytes resets it, and the client could lose the answer.
+// with unread bytes resets it, and the client could lose the answer. A proxy
+// that buffered a body (nginx: up to 8 MiB) sends all of it before it reads.
 constexpr absl::Duration kLinger = absl::Seconds(2);
-constexpr size_t kLingerBytes = 1 << 20;
+constexpr size_t kLingerBytes = 16 << 20;
 
 tcp::socket& Socket(tcp::socket& stream) { return stream; }
 tcp::socket& Socket(TlsStream& stream) { return stream.next_layer(); }

@@ -4,8 +4,8 @@
 // less than 64 MiB, and the server then serves a normal request.
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,32 +29,6 @@ constexpr int64_t kMaxGrowth = 64 << 20;
 // other request of these tests calls.
 const std::string kSmuggled = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
 
-std::string Request(const std::string& head_lines, const std::string& body) {
-  return absl::StrCat(head_lines, "Content-Length: ", body.size(), "\r\n\r\n", body);
-}
-
-// `bytes` gzip-compressed (zlib), `repeat` times over.
-std::string Gzip(const std::string& bytes, int repeat) {
-  z_stream z{};
-  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
-  std::string out;
-  char buffer[1 << 16];
-  for (int i = 0; i < repeat; ++i) {
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-    z.avail_in = static_cast<uInt>(bytes.size());
-    const int flush = i + 1 == repeat ? Z_FINISH : Z_NO_FLUSH;
-    int result;
-    do {
-      z.next_out = reinterpret_cast<Bytef*>(buffer);
-      z.avail_out = sizeof(buffer);
-      result = deflate(&z, flush);
-      out.append(buffer, sizeof(buffer) - z.avail_out);
-    } while (z.avail_out == 0 || (flush == Z_FINISH && result != Z_STREAM_END));
-  }
-  deflateEnd(&z);
-  return out;
-}
-
 class HttpAttackTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -70,7 +44,9 @@ class HttpAttackTest : public ::testing::Test {
 
   // After every attack: bounded memory, and a normal request still served.
   void TearDown() override {
-    EXPECT_LT(ResidentBytes(server_->pid()) - resident_before_, kMaxGrowth);
+    const int64_t growth = ResidentBytes(server_->pid()) - resident_before_;
+    std::cerr << "resident memory grew by " << growth / 1024 << " KiB\n";
+    EXPECT_LT(growth, kMaxGrowth);
     HttpTestClient http(server_->http_port());
     const HttpReply reply =
         http.Post("/v1/completions", Json{{"prompt", "ROMEO:"}, {"max_tokens", 2}});
@@ -150,20 +126,22 @@ TEST_F(HttpAttackTest, SixteenMiBChunkedIsCutAtTheBodyLimit) {
       "Transfer-Encoding: chunked\r\n\r\n");
   const std::string chunk = absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'),
                                          "\r\n");
-  int sent = 0;
-  while (sent < 256 && connection.Send(chunk)) ++sent;  // 16 MiB, or until the server closes
+  // 16 MiB, or until the server closes: past the limit it only drops what
+  // still comes, for a moment, so that the client can read its answer.
+  for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
+  }
   connection.Send("0\r\n\r\n");
   const std::string answer = connection.ReadUntilClose();
   // Answered 413, or closed before the client could read it.
   if (!answer.empty()) {
     EXPECT_EQ(StatusOf(answer), 413) << answer.substr(0, 300);
     EXPECT_NE(answer.find("--max_http_body_bytes"), std::string::npos) << answer;
+    EXPECT_EQ(CountResponses(answer), 1) << answer;
   }
-  EXPECT_LT(sent, 256) << "the server took all 16 MiB";
 }
 
 TEST_F(HttpAttackTest, AGzipBombIsRefusedBeforeItsBodyIsRead) {
-  const std::string bomb = Gzip(std::string(1 << 20, '\0'), 512);  // 512 MiB inflated
+  const std::string bomb = GzipRepeated(std::string(1 << 20, '\0'), 512);  // 512 MiB inflated
   ASSERT_LT(bomb.size(), 1u << 20);
   RawConnection connection(port());
   connection.Send(Request(

@@ -3,11 +3,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/server/server_process.h"
@@ -71,6 +73,31 @@ std::string RawConnection::ReadResponse() {
   std::string response = pending_.substr(0, total);
   pending_.erase(0, total);
   return response;
+}
+
+std::string Request(const std::string& head_lines, const std::string& body) {
+  return absl::StrCat(head_lines, "Content-Length: ", body.size(), "\r\n\r\n", body);
+}
+
+std::string GzipRepeated(const std::string& bytes, int repeat) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);  // 15 + 16: gzip framing
+  std::string out;
+  char buffer[1 << 16];
+  for (int i = 0; i < repeat; ++i) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    z.avail_in = static_cast<uInt>(bytes.size());
+    const int flush = i + 1 == repeat ? Z_FINISH : Z_NO_FLUSH;
+    int result;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buffer);
+      z.avail_out = sizeof(buffer);
+      result = deflate(&z, flush);
+      out.append(buffer, sizeof(buffer) - z.avail_out);
+    } while (z.avail_out == 0 || (flush == Z_FINISH && result != Z_STREAM_END));
+  }
+  deflateEnd(&z);
+  return out;
 }
 
 int StatusOf(const std::string& bytes) {

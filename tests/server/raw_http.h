@@ -37,6 +37,13 @@ class RawConnection {
   std::string pending_;  // read past the last answer
 };
 
+// A request of `head_lines` (each ending in CRLF) and `body` with its
+// Content-Length.
+std::string Request(const std::string& head_lines, const std::string& body);
+// `bytes` gzip-compressed, `repeat` times over (a bomb: small on the wire,
+// large inflated).
+std::string GzipRepeated(const std::string& bytes, int repeat);
+
 // The status of the first answer in `bytes` (0 when none).
 int StatusOf(const std::string& bytes);
 // How many answers `bytes` holds (status lines at the start of a line).

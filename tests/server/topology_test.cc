@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
+#include "tests/server/raw_http.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -503,6 +504,35 @@ TEST_F(TopologyTest, HttpCompletionsThroughNginxContinueASessionOnOneReplica) {
   } while (absl::Now() < deadline);
   std::sort(grown.begin(), grown.end());
   EXPECT_EQ(grown, (std::vector<double>{0, 0, 72})) << "generated tokens per replica";
+}
+
+// nginx passes request bodies on as they are (it decodes none, and takes up
+// to 8 MiB): the replicas' own limits must refuse what gets through, and
+// nginx must hand their answer back rather than a 502.
+TEST_F(TopologyTest, AGzipBombAndAnOversizedChunkedBodyThroughNginxAreRefusedByTheReplicas) {
+  const std::string json_head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  const std::string bomb = GzipRepeated(std::string(1 << 20, '\0'), 512);  // 512 MiB inflated
+  RawConnection gzip(topology_->nginx_http_port);
+  gzip.Send(Request(json_head + "Content-Encoding: gzip\r\n", bomb));
+  const std::string refused = gzip.ReadResponse();
+  EXPECT_EQ(StatusOf(refused), 415) << refused;
+  EXPECT_NE(refused.find("Content-Encoding"), std::string::npos) << refused;
+
+  // 2 MiB in chunks: under nginx's 8 MiB, over linserve's 1 MiB.
+  RawConnection chunked(topology_->nginx_http_port);
+  chunked.Send(json_head + "Transfer-Encoding: chunked\r\n\r\n");
+  const std::string chunk =
+      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
+  for (int i = 0; i < 32; ++i) chunked.Send(chunk);
+  chunked.Send("0\r\n\r\n");
+  const std::string too_large = chunked.ReadResponse();
+  EXPECT_EQ(StatusOf(too_large), 413) << too_large;
+  EXPECT_NE(too_large.find("--max_http_body_bytes"), std::string::npos) << too_large;
+
+  HttpTestClient nginx(topology_->nginx_http_port);
+  const HttpReply served = nginx.Post("/v1/completions", CompletionBody("ROMEO:\n", 5, 2));
+  EXPECT_EQ(served.status, 200) << served.body;
 }
 
 // The replicas' own sum of `series` (a line of their /metrics, labels
