@@ -197,6 +197,7 @@ void CompletionCall::Created(const absl::StatusOr<SessionInfo>& info) {
   if (gone_) {
     ForgetNewSession();
     handlers_->Count(method_, 499);
+    exchange_->Abandon();
     return Log("CANCELLED", "the client closed the connection", nullptr);
   }
   call_->session_id = info->id;
@@ -262,6 +263,7 @@ void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
     // does; the turn's summary still says what became of its session.
     // Counted before the log line, which tests wait for.
     handlers_->Count(method_, 499);
+    exchange_->Abandon();
     return Log("CANCELLED", "the client closed the connection", result.ok() ? &*result : nullptr);
   }
   if (!result.ok() && (responder_ == nullptr || !request_.stream)) {

@@ -118,6 +118,9 @@ class Exchange : public HttpExchange {
     Run([](Connection<Stream>& c, uint64_t serial) { c.QueueStreamEnd(serial); });
   }
   int64_t UnsentChunks() const override { return connection_->unsent_chunks_.load(); }
+  void Abandon() override {
+    Run([](Connection<Stream>& c, uint64_t serial) { c.Abandon(serial); });
+  }
   void OnClientGone(std::function<void()> callback) override {
     Run([callback = std::move(callback)](Connection<Stream>& c, uint64_t serial) mutable {
       c.SetGoneCallback(serial, std::move(callback));
@@ -204,6 +207,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     ended_ = true;
     Queue(version_ == 10 ? "" : "0\r\n\r\n", 0);
   }
+  void Abandon(uint64_t serial) {
+    if (Answering(serial)) Close();
+  }
   void SetGoneCallback(uint64_t serial, std::function<void()> callback) {
     if (serial != serial_ || !in_answer_) return;
     if (gone_) return callback();
@@ -218,10 +224,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     Socket(stream_).shutdown(tcp::socket::shutdown_both, ignored);
     Socket(stream_).close(ignored);
     shared_->Untrack(id_);
-    if (in_answer_) {
-      gone_ = true;
-      if (auto callback = std::exchange(gone_callback_, nullptr)) callback();
-    }
+    if (in_answer_) Gone();
+  }
+
+  // The client has gone, or stopped sending: the handler hears of it once.
+  void Gone() {
+    if (gone_) return;
+    gone_ = true;
+    if (auto callback = std::exchange(gone_callback_, nullptr)) callback();
   }
 
   std::atomic<int64_t> unsent_chunks_{0};
@@ -359,6 +369,17 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     reading_ = false;
     buffer_.commit(bytes);
     if (closed_) return;
+    if (in_answer_ && !refused_ &&
+        (error == asio::error::eof || error == asio::ssl::error::stream_truncated)) {
+      // The client ended its sending side: it may still read. It counts as
+      // gone for the handler; an answer already given (or given now) is
+      // still written, and then the connection closes. A handler with no
+      // answer for a gone client abandons it; the write deadline bounds
+      // one that does neither.
+      keep_alive_ = false;
+      if (!started_) Arm(limits_.write_timeout);
+      return Gone();
+    }
     if (error) return Close();
     if (refused_) return Discard();
     if (in_answer_) return;  // the client is there; its next request waits

@@ -32,8 +32,13 @@ class HttpExchange {
   // `callback` runs once, on the connection's strand, if the client goes
   // away (the connection reads its end or fails, a write fails or misses its
   // deadline, the server stops) before the answer has ended. It runs at
-  // once when that has happened already.
+  // once when that has happened already. A client that only ended its
+  // sending side still gets an answer the handler gives, as nginx would
+  // take it; a handler that has none to give calls Abandon.
   virtual void OnClientGone(std::function<void()> callback) = 0;
+  // The handler gives up its answer (its client has gone): the connection
+  // closes.
+  virtual void Abandon() = 0;
   // Runs `work` on the connection's strand (never inside this call).
   virtual void Post(std::function<void()> work) = 0;
 };

@@ -4,7 +4,10 @@
 // less than 64 MiB, and the server then serves a normal request.
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -215,6 +218,20 @@ TEST_F(HttpAttackTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_TRUE(closed);
 }
 
+// Ending the sending side after a request (shutdown(SHUT_WR), as `nc -N`
+// does) is not leaving: the answer still comes, every time, then the close.
+TEST_F(HttpAttackTest, AClientThatEndsItsSendingSideStillGetsItsAnswer) {
+  for (int i = 0; i < 50; ++i) {
+    RawConnection connection(port());
+    connection.Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    connection.ShutdownWrite();
+    bool closed = false;
+    const std::string answer = connection.ReadUntilClose(&closed);
+    ASSERT_EQ(StatusOf(answer), 200) << i << ": " << answer;
+    EXPECT_TRUE(closed);
+  }
+}
+
 TEST_F(HttpAttackTest, AChunkedBodyWithinTheLimitAndExpectContinueAreServed) {
   const std::string body = Json{{"prompt", "ROMEO:"}, {"max_tokens", 2}}.dump();
   RawConnection chunked(port());
@@ -307,6 +324,50 @@ TEST_F(HttpDeadlineTest, AConnectionOverTheCapIsClosedAndTheHealthPortStillAnswe
   RawConnection probe(server_->health_port(), /*read_timeout_seconds=*/2);
   probe.Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(StatusOf(probe.ReadResponse()), 200);
+}
+
+int Threads(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Kept-alive connections are sockets and buffers, not threads: 1,000 of
+// them idle cost no thread each and well under 100 MiB.
+TEST(HttpIdleConnectionsTest, AThousandIdleKeepAliveConnectionsHoldNoThreadEach) {
+  // Both processes need a descriptor for each (the server inherits this).
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = std::min<rlim_t>(files.rlim_max, 4096);
+  setrlimit(RLIMIT_NOFILE, &files);
+  ASSERT_GE(files.rlim_cur, 2200u) << "too few file descriptors allowed";
+  auto server = ServerProcess::Start({"--model=" + DefaultModelDir(),
+                                      "--store_dir=" + FreshDir("http-idle-store"),
+                                      "--http_keepalive_seconds=600"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pid_t pid = (*server)->pid();
+  const int threads_before = Threads(pid);
+  const int64_t resident_before = ResidentBytes(pid);
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 1000; ++i) {
+    idle.push_back(std::make_unique<RawConnection>((*server)->http_port()));
+    idle.back()->Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_EQ(StatusOf(idle.back()->ReadResponse()), 200) << i;  // served, and kept open
+  }
+  const int threads = Threads(pid);
+  const int64_t growth = ResidentBytes(pid) - resident_before;
+  std::cerr << "1000 idle keep-alive connections: threads " << threads_before << " -> " << threads
+            << ", resident memory +" << growth / 1024 << " KiB\n";
+  EXPECT_EQ(threads, threads_before);
+  EXPECT_LT(growth, 100 << 20);
+  // Still open: each answers again.
+  for (int i = 0; i < 1000; i += 100) {
+    idle[i]->Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(StatusOf(idle[i]->ReadResponse()), 200) << i;
+  }
 }
 
 // A client that leaves before its answer: a non-streamed turn is cut too,
