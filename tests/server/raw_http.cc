@@ -121,7 +121,8 @@ int64_t ResidentBytes(pid_t pid) {
   while (std::getline(status, line)) {
     if (!absl::StartsWith(line, "VmRSS:")) continue;
     int64_t kib = 0;
-    absl::string_view value = absl::StripSuffix(absl::StripAsciiWhitespace(line.substr(6)), "kB");
+    const absl::string_view value =
+        absl::StripSuffix(absl::StripAsciiWhitespace(absl::string_view(line).substr(6)), "kB");
     if (absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &kib)) return kib * 1024;
   }
   return -1;

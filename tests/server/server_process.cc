@@ -100,6 +100,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  // Not the test's stdout: a server left behind by a test that crashed
+  // would hold ctest's pipe open, and ctest would wait for it until the
+  // test's timeout instead of reporting the crash.
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   const int spawned =
       posix_spawn(&server->pid_, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
