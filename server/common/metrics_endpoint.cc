@@ -15,10 +15,7 @@ class MetricsEndpoint::Service : public HttpService {
       : registry_(std::move(registry)) {}
 
   HttpHeadVerdict Judge(const HttpRequest&) override {
-    HttpHeadVerdict verdict;
-    verdict.max_body_bytes = 0;
-    verdict.body_limit_name = "the metrics port's limit";
-    return verdict;
+    return HttpHeadVerdict::NoBody("metrics");
   }
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override {
     if (request.method != "GET" || request.path != "/metrics") {

@@ -15,10 +15,7 @@ class HealthService : public HttpService {
   explicit HealthService(HttpHandlers* handlers) : handlers_(handlers) {}
 
   HttpHeadVerdict Judge(const HttpRequest&) override {
-    HttpHeadVerdict verdict;
-    verdict.max_body_bytes = 0;
-    verdict.body_limit_name = "the health port's limit";
-    return verdict;
+    return HttpHeadVerdict::NoBody("health");
   }
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override {
     if (request.method == "GET" && request.path == "/health") {

@@ -19,6 +19,14 @@ struct HttpHeadVerdict {
   // Set: the answer, given without reading the body; the connection then
   // closes, so no byte of that body is parsed as a request.
   std::optional<HttpResponse> refusal;
+
+  // For a port that takes no request body (health, metrics): any body is
+  // 413, `port` naming the port in the message.
+  static HttpHeadVerdict NoBody(const std::string& port) {
+    HttpHeadVerdict verdict;
+    verdict.body_limit_name = "the " + port + " port's limit";
+    return verdict;
+  }
 };
 
 // What an HttpListener serves: the application behind the transport.

@@ -32,6 +32,15 @@ constexpr int64_t kMaxGrowth = 64 << 20;
 // other request of these tests calls.
 const std::string kSmuggled = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
 
+// A streamed completion that cannot end by itself (4096 tokens, EOS
+// ignored): a reader that never reads holds its connection open.
+std::string EndlessStream() {
+  return Request(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+      Json{{"prompt", "ROMEO:"}, {"max_tokens", 4096}, {"ignore_eos", true}, {"stream", true}}
+          .dump());
+}
+
 class HttpAttackTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -80,13 +89,14 @@ TEST_F(HttpAttackTest, ARefusedRequestsBodyNeverRunsAsARequest) {
                     "\r\n\r\n", kSmuggled),
        431},
       {"431 header count",
-       absl::StrCat("GET /health HTTP/1.1\r\nHost: x\r\n",
-                    [] {
-                      std::string fields;
-                      for (int i = 0; i < 100; ++i) absl::StrAppend(&fields, "X-", i, ": a\r\n");
-                      return fields;
-                    }(),
-                    "\r\n", kSmuggled),
+       absl::StrCat(
+           "GET /health HTTP/1.1\r\nHost: x\r\n",
+           [] {
+             std::string fields;
+             for (int i = 0; i < 100; ++i) absl::StrAppend(&fields, "X-", i, ": a\r\n");
+             return fields;
+           }(),
+           "\r\n", kSmuggled),
        431},
       {"OPTIONS", Request("OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\n", kSmuggled), 404},
       {"GET with a body", Request("GET /health HTTP/1.1\r\nHost: x\r\n", kSmuggled), 200},
@@ -127,8 +137,8 @@ TEST_F(HttpAttackTest, SixteenMiBChunkedIsCutAtTheBodyLimit) {
   connection.Send(
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Transfer-Encoding: chunked\r\n\r\n");
-  const std::string chunk = absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'),
-                                         "\r\n");
+  const std::string chunk =
+      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
   // 16 MiB, or until the server closes: past the limit it only drops what
   // still comes, for a moment, so that the client can read its answer.
   for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
@@ -147,10 +157,10 @@ TEST_F(HttpAttackTest, AGzipBombIsRefusedBeforeItsBodyIsRead) {
   const std::string bomb = GzipRepeated(std::string(1 << 20, '\0'), 512);  // 512 MiB inflated
   ASSERT_LT(bomb.size(), 1u << 20);
   RawConnection connection(port());
-  connection.Send(Request(
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Content-Encoding: gzip\r\n",
-      bomb));
+  connection.Send(
+      Request("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              "Content-Encoding: gzip\r\n",
+              bomb));
   const std::string answer = connection.ReadResponse();
   EXPECT_EQ(StatusOf(answer), 415) << answer;
   EXPECT_NE(answer.find("Content-Encoding"), std::string::npos) << answer;
@@ -160,7 +170,8 @@ TEST_F(HttpAttackTest, SixtyFourMiBOfHeadersAreCutAtTheHeaderLimit) {
   RawConnection connection(port());
   connection.Send("GET /health HTTP/1.1\r\nHost: x\r\n");
   std::string lines;
-  for (int i = 0; i < 1024; ++i) absl::StrAppend(&lines, "X-Pad-", i, ": ", std::string(50, 'a'), "\r\n");
+  for (int i = 0; i < 1024; ++i)
+    absl::StrAppend(&lines, "X-Pad-", i, ": ", std::string(50, 'a'), "\r\n");
   int64_t sent = 0;
   while (sent < (64 << 20) && connection.Send(lines)) sent += static_cast<int64_t>(lines.size());
   const std::string answer = connection.ReadUntilClose();
@@ -188,14 +199,10 @@ TEST_F(HttpAttackTest, ThreeHundredHalfOpenRequestsLeaveHealthAnswered) {
 // Streams whose readers never read pause their turns and hold their sockets;
 // the probes are still answered.
 TEST_F(HttpAttackTest, SlowReadersOfStreamsLeaveHealthAnswered) {
-  const std::string body =
-      Json{{"prompt", "ROMEO:"}, {"max_tokens", 4096}, {"ignore_eos", true}, {"stream", true}}
-          .dump();
   std::vector<std::unique_ptr<RawConnection>> readers;
   for (int i = 0; i < 64; ++i) {
     readers.push_back(std::make_unique<RawConnection>(port()));
-    readers.back()->Send(Request(
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n", body));
+    readers.back()->Send(EndlessStream());
   }
   for (const int health_port : {port(), server_->health_port()}) {
     RawConnection probe(health_port, /*read_timeout_seconds=*/2);
@@ -235,19 +242,19 @@ TEST_F(HttpAttackTest, AClientThatEndsItsSendingSideStillGetsItsAnswer) {
 TEST_F(HttpAttackTest, AChunkedBodyWithinTheLimitAndExpectContinueAreServed) {
   const std::string body = Json{{"prompt", "ROMEO:"}, {"max_tokens", 2}}.dump();
   RawConnection chunked(port());
-  chunked.Send(absl::StrCat(
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Transfer-Encoding: chunked\r\n\r\n",
-      absl::Hex(5), "\r\n", body.substr(0, 5), "\r\n", absl::Hex(body.size() - 5), "\r\n",
-      body.substr(5), "\r\n0\r\n\r\n"));
+  chunked.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n",
+                   absl::Hex(5), "\r\n", body.substr(0, 5), "\r\n", absl::Hex(body.size() - 5),
+                   "\r\n", body.substr(5), "\r\n0\r\n\r\n"));
   const std::string answer = chunked.ReadResponse();
   EXPECT_EQ(StatusOf(answer), 200) << answer;
 
   RawConnection expect(port());
-  expect.Send(absl::StrCat(
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Expect: 100-continue\r\nContent-Length: ",
-      body.size(), "\r\n\r\n"));
+  expect.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Expect: 100-continue\r\nContent-Length: ",
+                   body.size(), "\r\n\r\n"));
   EXPECT_EQ(StatusOf(expect.ReadResponse()), 100);
   expect.Send(body);
   EXPECT_EQ(StatusOf(expect.ReadResponse()), 200);
@@ -275,8 +282,8 @@ ServerProcess* HttpDeadlineTest::server_ = nullptr;
 // server closes long before.
 TEST_F(HttpDeadlineTest, ATrickledHeadIsCutOff) {
   RawConnection connection(server_->http_port());
-  const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " +
-                           std::string(1000, 'a') + "\r\n\r\n";
+  const std::string head =
+      "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(1000, 'a') + "\r\n\r\n";
   size_t sent = 0;
   while (sent < head.size() && connection.Send(head.substr(sent, 1))) {
     ++sent;
@@ -301,14 +308,10 @@ TEST_F(HttpDeadlineTest, ATrickledBodyAndAnIdleKeepAliveAreClosed) {
 
 TEST_F(HttpDeadlineTest, AConnectionOverTheCapIsClosedAndTheHealthPortStillAnswers) {
   // Eight streams nobody reads hold the eight places (their turns pause).
-  const std::string body =
-      Json{{"prompt", "ROMEO:"}, {"max_tokens", 4096}, {"ignore_eos", true}, {"stream", true}}
-          .dump();
   std::vector<std::unique_ptr<RawConnection>> held;
   for (int i = 0; i < 8; ++i) {
     held.push_back(std::make_unique<RawConnection>(server_->http_port()));
-    held.back()->Send(Request(
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n", body));
+    held.back()->Send(EndlessStream());
     // Its stream has begun: the connection is counted.
     EXPECT_EQ(StatusOf(held.back()->ReadResponse()), 200);
   }
@@ -375,8 +378,8 @@ TEST(HttpIdleConnectionsTest, AThousandIdleKeepAliveConnectionsHoldNoThreadEach)
 class HttpClientGoneTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = ServerProcess::Start({"--model=" + DefaultModelDir(),
-                                        "--store_dir=" + FreshDir("http-gone-store")});
+    auto server = ServerProcess::Start(
+        {"--model=" + DefaultModelDir(), "--store_dir=" + FreshDir("http-gone-store")});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -406,9 +409,9 @@ class HttpClientGoneTest : public ::testing::Test {
 TEST_F(HttpClientGoneTest, ANonStreamedTurnWhoseClientLeftIsCut) {
   {
     RawConnection client(server_->http_port());
-    client.Send(Request(
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
-        Json{{"prompt", "ROMEO:"}, {"max_tokens", 4096}, {"ignore_eos", true}}.dump()));
+    client.Send(
+        Request("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+                Json{{"prompt", "ROMEO:"}, {"max_tokens", 4096}, {"ignore_eos", true}}.dump()));
   }
   const Json turn = GenerateLine(1);
   EXPECT_EQ(turn["code"], "CANCELLED");
@@ -417,8 +420,8 @@ TEST_F(HttpClientGoneTest, ANonStreamedTurnWhoseClientLeftIsCut) {
 }
 
 // The chat turn in the middle loses its client. Whether it was cut or
-// finished first (the summary in its log line says which), the next turn must equal the stateless chat of the history
-// the session really holds: with the middle turn (and its missing turn end
+// finished first (the summary in its log line says which), the next turn must equal the stateless
+// chat of the history the session really holds: with the middle turn (and its missing turn end
 // supplied) when it finished, without it when it was cut.
 TEST_F(HttpClientGoneTest, AChatTurnWhoseClientLeftKeepsTheSessionsTurnEnds) {
   HttpTestClient http(server_->http_port());
@@ -426,8 +429,8 @@ TEST_F(HttpClientGoneTest, AChatTurnWhoseClientLeftKeepsTheSessionsTurnEnds) {
   const Json u2 = {{"role", "user"}, {"content", "JULIET:\nWhat man art thou?"}};
   const Json u3 = {{"role", "user"}, {"content", "ROMEO:\nBy a name I know not how to tell thee."}};
   auto chat = [](Json messages, int seed) {
-    return Json{{"messages", std::move(messages)}, {"max_tokens", 8}, {"seed", seed},
-                {"temperature", 0.8}};
+    return Json{
+        {"messages", std::move(messages)}, {"max_tokens", 8}, {"seed", seed}, {"temperature", 0.8}};
   };
   Json first = chat(Json::array({u1}), 1);
   first["session"] = "new";
