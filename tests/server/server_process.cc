@@ -90,6 +90,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0",
                                    "--http_listen=127.0.0.1:0", "--metrics_port=0",
                                    "--metrics_host=127.0.0.1"};
+  // LINSERVE_TEST_DEVICE=cuda runs the end-to-end suites with the server's
+  // engine on that device (the GPU machine); a test's own --device wins.
+  if (const char* device = std::getenv("LINSERVE_TEST_DEVICE"); device && *device) {
+    args.push_back(absl::StrCat("--device=", device));
+  }
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

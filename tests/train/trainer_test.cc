@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -43,6 +44,12 @@ std::string ToyText(size_t bytes) {
             " " + objects[generator() % objects.size()] + "\n";
   }
   return text;
+}
+
+// LINSERVE_TEST_DEVICE=cuda runs the trainer's processes on the GPU.
+std::string TestDevice() {
+  const char* device = std::getenv("LINSERVE_TEST_DEVICE");
+  return device != nullptr && *device ? device : "cpu";
 }
 
 class TrainerTest : public ::testing::Test {
@@ -192,7 +199,8 @@ TEST_F(TrainerTest, KilledAndResumedEndsWithTheSameFiles) {
       return std::vector<std::string>{
           "--corpus=" + corpus_path_, "--out=" + (dir_ / out).string(), std::string("--kind=") + kind,
           "--steps=60", "--batch_size=4", "--context=32", "--warmup=5", "--eval_every=20",
-          "--eval_windows=8", "--checkpoint_every=10", "--progress=false"};
+          "--eval_windows=8", "--checkpoint_every=10", "--progress=false",
+          "--device=" + TestDevice()};
     };
     const std::string whole = std::string(kind) + "_whole", killed = std::string(kind) + "_killed";
     ASSERT_EQ(RunTrainer(args(whole), dir_ / whole, 0), 0);
