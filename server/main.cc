@@ -88,6 +88,9 @@ ABSL_FLAG(std::string, store, "disk",
           "Session store: disk (in --store_dir) or redis://HOST:PORT[/DB][?prefix=NAME], shared "
           "by replicas; entries expire after --session_ttl_seconds");
 ABSL_FLAG(std::string, store_dir, "sessions", "Directory of the disk session store");
+ABSL_FLAG(double, redis_timeout_seconds, 2,
+          "How long one Redis command may take before the store counts as unreachable "
+          "(UNAVAILABLE; the connection is then made again)");
 ABSL_FLAG(int64_t, session_lease_ms, 10000,
           "With a Redis store: a turn's lease on its session (renewed every third of it while "
           "the turn runs); a replica killed mid-turn blocks the session for at most this");
@@ -278,8 +281,13 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
   }
   absl::StatusOr<RedisAddress> address = ParseRedisUrl(store);
   if (!address.ok()) return address.status();
+  const double timeout = absl::GetFlag(FLAGS_redis_timeout_seconds);
+  if (!(timeout > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis_timeout_seconds = ", timeout, " must be > 0"));
+  }
   absl::StatusOr<std::unique_ptr<RedisStateStore>> redis =
-      RedisStateStore::Open(*address, ttl, absl::Seconds(2));
+      RedisStateStore::Open(*address, ttl, absl::Seconds(timeout));
   if (!redis.ok()) return redis.status();
   return std::unique_ptr<StateStore>(*std::move(redis));
 }

@@ -92,7 +92,12 @@ class Scheduler::Impl {
   bool Prefill();
   // One decode step for every turn past its prefill whose reader keeps up.
   bool Decode();
+  // Its session ready (or not), an admitted session turn begins.
+  void SessionPrepared(uint64_t serial, absl::StatusOr<Session*> session, TurnLease lease);
+  // Queues the renewal of every lease that is due; the outcome comes back as a task.
   void RenewLeases();
+  void LeaseRenewed(uint64_t serial, const absl::Status& renewed);
+  Turn* ActiveTurn(uint64_t serial);
   void RemoveDone();
   // Called by the runner when a turn is done: frees its place.
   void TurnEnded();
@@ -118,6 +123,7 @@ class Scheduler::Impl {
   SessionCommands commands_;
   TurnRunner runner_;
   std::vector<std::unique_ptr<Turn>> active_;  // admission order
+  uint64_t next_serial_ = 1;
 
   std::thread thread_;
 };
@@ -329,8 +335,20 @@ void Scheduler::Impl::Admit() {
         .Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
     active_.push_back(std::move(turn));
     Turn& admitted = *active_.back();
+    admitted.serial = next_serial_++;
     if (admitted.cancelled()) {
       runner_.FinishTurn(admitted, /*cancelled=*/true);
+      continue;
+    }
+    if (!admitted.call.session_id.empty()) {
+      // The store may have to answer first (a session this server does not
+      // hold, a spilled state, a lease): the engine goes on meanwhile.
+      admitted.preparing = true;
+      sessions_.Prepare(admitted.tenant, admitted.call.session_id, SessionManager::Use::kTurn,
+                        [this, serial = admitted.serial](absl::StatusOr<Session*> session,
+                                                         TurnLease lease) {
+                          SessionPrepared(serial, std::move(session), std::move(lease));
+                        });
       continue;
     }
     absl::Status began = runner_.Begin(admitted);
@@ -403,15 +421,47 @@ bool Scheduler::Impl::Decode() {
   return true;
 }
 
+void Scheduler::Impl::SessionPrepared(uint64_t serial, absl::StatusOr<Session*> session,
+                                      TurnLease lease) {
+  Turn* turn = ActiveTurn(serial);
+  if (turn == nullptr) {
+    // Cut while the store answered: the session and the lease go back.
+    if (session.ok()) (*session)->busy = false;
+    sessions_.sharing().ReleaseLease(lease);
+    return;
+  }
+  turn->preparing = false;
+  if (!session.ok()) return runner_.FinishWithError(*turn, session.status());
+  absl::Status began = runner_.BeginSessionTurn(*turn, **session, lease);
+  if (!began.ok()) return runner_.FinishWithError(*turn, std::move(began));
+  if (turn->cancelled()) runner_.FinishTurn(*turn, /*cancelled=*/true);
+}
+
 void Scheduler::Impl::RenewLeases() {
   const absl::Time now = absl::Now();
+  SessionSharing& sharing = sessions_.sharing();
   for (auto& turn : active_) {
-    if (turn->done) continue;
-    absl::Status renewed = sessions_.sharing().RenewIfDue(turn->lease, now);
-    // Lost: another server may be advancing the session now; this turn's
-    // checkpoint would be fenced off anyway, so stop spending on it.
-    if (!renewed.ok()) runner_.FinishWithError(*turn, renewed);
+    if (turn->done || !sharing.RenewDue(turn->lease, now)) continue;
+    sharing.Renew(turn->lease, [this, serial = turn->serial](absl::Status renewed) {
+      Post([this, serial, renewed] { LeaseRenewed(serial, renewed); });
+    });
   }
+}
+
+void Scheduler::Impl::LeaseRenewed(uint64_t serial, const absl::Status& renewed) {
+  Turn* turn = ActiveTurn(serial);
+  if (turn == nullptr) return;  // ended meanwhile, its lease given up after this renewal
+  absl::Status kept = sessions_.sharing().Renewed(turn->lease, renewed, absl::Now());
+  // Lost: another server may be advancing the session now; this turn's
+  // checkpoint would be fenced off anyway, so stop spending on it.
+  if (!kept.ok()) runner_.FinishWithError(*turn, kept);
+}
+
+Turn* Scheduler::Impl::ActiveTurn(uint64_t serial) {
+  for (auto& turn : active_) {
+    if (turn->serial == serial && !turn->done) return turn.get();
+  }
+  return nullptr;
 }
 
 void Scheduler::Impl::RemoveDone() {

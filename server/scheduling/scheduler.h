@@ -90,7 +90,7 @@ struct SessionPage {
 // turns of sessions are checkpointed to the store before their stream hears
 // that they finished. Every public method is thread-safe and never touches a
 // tensor: work is posted to the engine thread and answered through a
-// callback (on the engine or the checkpoint writer's thread).
+// callback (on the engine, the checkpoint writer's or the store worker's thread).
 class Scheduler {
  public:
   template <typename T>

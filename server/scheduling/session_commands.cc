@@ -42,9 +42,11 @@ void SessionCommands::CreateEmpty(const std::string& tenant, const Done<SessionI
 
 void SessionCommands::Get(const std::string& tenant, const std::string& id,
                           const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
-  if (!session.ok()) return done(session.status());
-  done(sessions_.InfoOf(**session));
+  sessions_.Prepare(tenant, id, SessionManager::Use::kRead,
+                    [this, done](absl::StatusOr<Session*> session, TurnLease) {
+                      if (!session.ok()) return done(session.status());
+                      done(sessions_.InfoOf(**session));
+                    });
 }
 
 void SessionCommands::List(const std::string& tenant, int32_t page_size,
@@ -79,45 +81,49 @@ void SessionCommands::List(const std::string& tenant, int32_t page_size,
 
 void SessionCommands::Delete(const std::string& tenant, const std::string& id,
                              const Done<bool>& done) {
-  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
-  if (!session.ok()) return done(session.status());
-  if ((*session)->busy) {
-    return done(absl::FailedPreconditionError(
-        absl::StrCat("session_id ", id, " is busy with a turn; delete it once the turn ends")));
-  }
-  // Not while another server runs a turn on it.
-  if (absl::Status taken = sessions_.sharing().LeaseForDelete(**session); !taken.ok()) {
-    return done(taken);
-  }
-  sessions_.Forget(id, [done](absl::Status deleted) {
-    if (deleted.ok()) return done(true);
-    done(absl::UnavailableError(
-        absl::StrCat("deleting the stored state failed: ", deleted.message())));
-  });
+  // Not while a turn runs on it, here or (its lease) on another server. The
+  // delete removes the lease with the state.
+  sessions_.Prepare(tenant, id, SessionManager::Use::kDelete,
+                    [this, id, done](absl::StatusOr<Session*> session, TurnLease) {
+                      if (!session.ok()) return done(session.status());
+                      sessions_.Forget(id, [done](absl::Status deleted) {
+                        if (deleted.ok()) return done(true);
+                        done(absl::UnavailableError(absl::StrCat(
+                            "deleting the stored state failed: ", deleted.message())));
+                      });
+                    });
 }
 
 void SessionCommands::Fork(const std::string& tenant, const std::string& id,
                            const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> source = sessions_.Find(tenant, id);
-  if (!source.ok()) return done(source.status());
-  absl::Status resident = sessions_.MakeResident(**source);
-  if (!resident.ok()) return done(resident);
-  absl::StatusOr<Session*> child = sessions_.AddResident(tenant, CloneState(*(*source)->state));
-  if (!child.ok()) return done(child.status());
-  Session& fork = **child;
-  fork.position = (*source)->position;
-  fork.pending_token = (*source)->pending_token;
-  fork.rng = (*source)->rng;
-  sessions_.CheckpointThenAnswer(fork, done, "the fork");
+  sessions_.Prepare(
+      tenant, id, SessionManager::Use::kResident,
+      [this, tenant, done](absl::StatusOr<Session*> source, TurnLease) {
+        if (!source.ok()) return done(source.status());
+        absl::StatusOr<Session*> child =
+            sessions_.AddResident(tenant, CloneState(*(*source)->state));
+        if (!child.ok()) return done(child.status());
+        Session& fork = **child;
+        fork.position = (*source)->position;
+        fork.pending_token = (*source)->pending_token;
+        fork.rng = (*source)->rng;
+        sessions_.CheckpointThenAnswer(fork, done, "the fork");
+      });
 }
 
 void SessionCommands::Export(const std::string& tenant, const std::string& id,
                              const Done<std::string>& done) {
-  absl::StatusOr<Session*> session = sessions_.Find(tenant, id);
-  if (!session.ok()) return done(session.status());
-  if ((*session)->state) return done(EncodeStateFile(sessions_.RecordOf(**session)));
-  // Spilled: the store holds exactly the last finished turn.
-  done(sessions_.store().Get((*session)->key()));
+  sessions_.Prepare(tenant, id, SessionManager::Use::kRead,
+                    [this, done](absl::StatusOr<Session*> session, TurnLease) {
+                      if (!session.ok()) return done(session.status());
+                      if ((*session)->state) {
+                        return done(EncodeStateFile(sessions_.RecordOf(**session)));
+                      }
+                      // Spilled: the store holds exactly the last finished turn.
+                      sessions_.RunOnStoreWorker([this, key = (*session)->key(), done] {
+                        done(sessions_.store().Get(key));
+                      });
+                    });
 }
 
 void SessionCommands::Import(const std::string& tenant, const SessionRecord& record,

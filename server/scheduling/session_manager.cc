@@ -37,7 +37,7 @@ SessionManager::SessionManager(const LanguageModel& model, std::string fingerpri
       metrics_(metrics),
       options_(options),
       post_(std::move(post)),
-      sharing_(store, model, fingerprint_, metrics, options.session_lease,
+      sharing_(store, &store_worker_, model, fingerprint_, metrics, options.session_lease,
                options.max_state_bytes),
       pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant),
       writer_(store, metrics) {}
@@ -69,31 +69,139 @@ absl::Status SessionManager::LoadStore() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Session*> SessionManager::Find(const std::string& tenant, const std::string& id,
-                                              bool refresh) {
+void SessionManager::Prepare(const std::string& tenant, const std::string& id, Use use,
+                             Prepared then) {
+  Prepare(tenant, id, use, /*fresh=*/false, std::move(then));
+}
+
+void SessionManager::Prepare(const std::string& tenant, const std::string& id, Use use,
+                             bool fresh, Prepared then) {
   absl::StatusOr<Session*> found = pool_.Find(tenant, id);
-  if (found.ok()) {
-    if (refresh && !(*found)->busy) {
-      LINSERVE_ASSIGN_OR_RETURN(bool still_stored, sharing_.Refresh(**found));
-      if (!still_stored) return Gone(id);
+  if (!found.ok()) {
+    if (!absl::IsNotFound(found.status()) || deleting_.contains(id)) {
+      return then(found.status(), {});
     }
-    return found;
+    // Another replica sharing the store may have made it, or this server may
+    // have restarted since: adopt it from the store, then prepare it.
+    store_worker_.Run([this, key = StoredSessionKey{tenant, id}, use, then = std::move(then)] {
+      absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned(key);
+      post_([this, key, use, then, stored = std::move(stored)] {
+        if (absl::Status adopted = Adopt(key, stored); !adopted.ok()) return then(adopted, {});
+        Prepare(key.tenant, key.session_id, use, /*fresh=*/true, then);
+      });
+    });
+    return;
   }
-  if (!absl::IsNotFound(found.status()) || deleting_.contains(id)) return found;
-  // Another replica sharing the store may have made it, or this server may
-  // have restarted since: adopt it from the store.
-  absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned({tenant, id});
-  if (absl::IsNotFound(stored.status())) return found.status();
+  Session& session = **found;
+  const bool claims = use == Use::kTurn || use == Use::kDelete;
+  if (claims && session.busy) {
+    if (use == Use::kTurn) {
+      metrics_->CountRejection("session_busy");
+      return then(absl::FailedPreconditionError(absl::StrCat(
+                      "session_id ", id,
+                      " is busy with another turn; a session runs one Generate at a time")),
+                  {});
+    }
+    return then(absl::FailedPreconditionError(absl::StrCat(
+                    "session_id ", id, " is busy with a turn; delete it once the turn ends")),
+                {});
+  }
+  StoreQuestion question;
+  question.key = session.key();
+  question.lease = claims && sharing_.shared();
+  // Checkpoints of this server still queued: the store will hold what this
+  // copy says, or the write fails and marks the copy unknown. A busy
+  // session's copy is ahead of the store until its turn is durable.
+  question.version = sharing_.shared() && !fresh && !session.busy && session.pending_writes == 0;
+  question.known_version = session.store_version;
+  question.file = (use == Use::kResident || use == Use::kTurn) && !session.state;
+  // Busy from now on, so that no turn, fork or delete reaches it while the
+  // store answers; TakeAnswer clears it again on failure.
+  if (use == Use::kTurn) session.busy = true;
+  if (!question.lease && !question.version && !question.file) {
+    if (use == Use::kTurn) pool_.Touch(&session);
+    return then(&session, {});
+  }
+  if (use == Use::kDelete) session.busy = true;
+  store_worker_.Run([this, question, id, use, then = std::move(then)] {
+    StoreAnswer answer = sharing_.Ask(question);
+    post_([this, id, use, then, answer = std::move(answer)]() mutable {
+      TakeAnswer(id, use, std::move(answer), then);
+    });
+  });
+}
+
+void SessionManager::TakeAnswer(const std::string& id, Use use, StoreAnswer answer,
+                                const Prepared& then) {
+  Session* session = pool_.FindById(id);
+  const bool claimed = use == Use::kTurn || use == Use::kDelete;
+  auto fail = [&](absl::Status error) {
+    if (session != nullptr && claimed) session->busy = false;
+    sharing_.ReleaseLease(answer.lease);
+    then(std::move(error), {});
+  };
+  // Claimed sessions stay in the pool meanwhile (busy: nothing removes them).
+  if (session == nullptr) {
+    return fail(absl::NotFoundError(absl::StrCat("session_id ", id, " is not a session")));
+  }
+  if (!answer.status.ok()) return fail(answer.status);
+  if (answer.gone) {
+    sharing_.ReleaseLease(answer.lease);
+    return then(Gone(id), {});
+  }
+  const bool wants_state = use == Use::kTurn || use == Use::kResident;
+  if (wants_state && !session->state && !answer.stored) {
+    // Spilled while the store answered (only an unclaimed session can be):
+    // ask again, for its state this time.
+    return Prepare(session->tenant, id, use, /*fresh=*/false, then);
+  }
+  if (answer.stored) {
+    // A copy that moved on while the store answered (a turn of this server
+    // finished) is newer than what was read: only the state it lacks is taken.
+    const bool newer = answer.stored->version > session->store_version ||
+                       session->store_version < 0;
+    const bool lacks_state = wants_state && !session->state;
+    if (lacks_state || (newer && session->pending_writes == 0 && (claimed || !session->busy))) {
+      const absl::Time start = absl::Now();
+      if (lacks_state) {
+        if (absl::Status room = pool_.MakeRoom(session); !room.ok()) {
+          metrics_->CountRejection("sessions_in_memory");
+          return fail(room);
+        }
+      }
+      absl::Status reloaded = sharing_.Reload(*session, *answer.stored,
+                                              /*with_state=*/lacks_state || session->state);
+      if (!reloaded.ok()) return fail(reloaded);
+      if (lacks_state) {
+        metrics_->session_restore_seconds().Observe(
+            absl::ToDoubleSeconds(answer.read_time + (absl::Now() - start)));
+      }
+    }
+  }
+  if (wants_state) pool_.Touch(session);
+  UpdateGauges();
+  then(session, answer.lease);
+}
+
+absl::Status SessionManager::Adopt(const StoredSessionKey& key,
+                                   const absl::StatusOr<VersionedStateFile>& stored) {
+  const std::string not_found = absl::StrCat("session_id ", key.session_id, " is not a session");
+  // Adopted meanwhile (two requests for the same unknown session).
+  if (pool_.Find(key.tenant, key.session_id).ok()) return absl::OkStatus();
+  if (deleting_.contains(key.session_id)) return absl::NotFoundError(not_found);
+  if (absl::IsNotFound(stored.status())) return absl::NotFoundError(not_found);
   if (!stored.ok()) return stored.status();  // e.g. Redis down: UNAVAILABLE, not a lie
   absl::StatusOr<SessionRecord> record =
       DecodeStateFileOfModel(stored->file, options_.max_state_bytes, fingerprint_);
   if (!record.ok()) return record.status();
-  if (record->tenant != tenant || record->session_id != id) return found.status();
+  if (record->tenant != key.tenant || record->session_id != key.session_id) {
+    return absl::NotFoundError(not_found);
+  }
   std::unique_ptr<Session> adopted = SessionFromRecord(*record);
   adopted->store_version = stored->version;
   LINSERVE_RETURN_IF_ERROR(pool_.AddStored(std::move(adopted)));
   UpdateGauges();
-  return pool_.FindById(id);
+  return absl::OkStatus();
 }
 
 absl::Status SessionManager::Gone(const std::string& id) {
@@ -119,21 +227,6 @@ void SessionManager::Forget(const std::string& id, std::function<void(absl::Stat
   });
 }
 
-absl::Status SessionManager::MakeResident(Session& session) {
-  pool_.Touch(&session);
-  if (session.state) return absl::OkStatus();
-  if (absl::Status room = pool_.MakeRoom(&session); !room.ok()) {
-    metrics_->CountRejection("sessions_in_memory");
-    return room;
-  }
-  const absl::Time start = absl::Now();
-  LINSERVE_ASSIGN_OR_RETURN(VersionedStateFile stored, store_->GetVersioned(session.key()));
-  LINSERVE_RETURN_IF_ERROR(sharing_.Reload(session, stored, /*with_state=*/true));
-  metrics_->session_restore_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
-  UpdateGauges();
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, State state) {
   // A new session's state file needs at least its state's bytes: refuse
   // before any work rather than after the turn, when the save would fail.
@@ -155,15 +248,6 @@ absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, 
   (*session)->state = std::make_unique<State>(std::move(state));
   UpdateGauges();
   return session;
-}
-
-absl::Status SessionManager::TakeLease(TurnLease& lease, Session& session) {
-  LINSERVE_RETURN_IF_ERROR(sharing_.TakeLease(lease, session));
-  // Another server may have advanced the session since this copy was made;
-  // holding the lease, nobody else can from here on.
-  LINSERVE_ASSIGN_OR_RETURN(bool still_stored, sharing_.Refresh(session));
-  if (!still_stored) return Gone(session.id);
-  return absl::OkStatus();
 }
 
 void SessionManager::Checkpoint(Session& session, SessionRecord record, bool leased,

@@ -18,6 +18,7 @@
 #include "server/scheduling/scheduler.h"
 #include "server/sessions/session_pool.h"
 #include "server/sessions/session_sharing.h"
+#include "server/sessions/store_worker.h"
 #include "server/store/state_store.h"
 
 namespace linserve {
@@ -37,12 +38,26 @@ class SessionManager {
   // (states stay in the store); others are logged and left alone.
   absl::Status LoadStore();
 
-  // The tenant's session: the pool's, or one the store has that the pool
-  // does not know (made by another server, or before a restart). With a
-  // store several servers share, an idle session is first brought up to
-  // date with the store (`refresh`).
-  absl::StatusOr<Session*> Find(const std::string& tenant, const std::string& id,
-                                bool refresh = true);
+  // What a caller is about to do with a session, which decides what
+  // Prepare asks the store.
+  enum class Use {
+    kRead,      // read its fields (GetSession, ExportSession)
+    kResident,  // read its state (ForkSession)
+    kTurn,      // run a turn: busy from now on, its state in memory, its lease taken
+    kDelete,    // delete it: the lease a delete needs taken, and not busy
+  };
+  // `lease` is the turn's lease (held with a store several servers share);
+  // with kTurn the session is busy, and the caller owns both.
+  using Prepared = std::function<void(absl::StatusOr<Session*> session, TurnLease lease)>;
+  // Finds the tenant's session: the pool's, or one the store has that the
+  // pool does not know (made by another server, or before a restart). With a
+  // store several servers share, an idle session is brought up to date with
+  // the store first. Every store call runs on the store worker; `then` runs
+  // on the engine thread, at once when the store is not needed. NOT_FOUND,
+  // FAILED_PRECONDITION (busy, for kTurn and kDelete), ABORTED (leased by
+  // another server), UNAVAILABLE (the store is unreachable),
+  // RESOURCE_EXHAUSTED (no room in memory for its state).
+  void Prepare(const std::string& tenant, const std::string& id, Use use, Prepared then);
   // The pool's session only, or null.
   Session* FindById(const std::string& id) { return pool_.FindById(id); }
   // A session that never existed (its creation failed or was cut) goes.
@@ -50,15 +65,9 @@ class SessionManager {
   // Removes the session from the pool and the store; `done` runs on the
   // writer thread once the store entry is gone.
   void Forget(const std::string& id, std::function<void(absl::Status)> done);
-  // Reads the session's state from the store when it is not in memory,
-  // spilling the least recently used idle state if memory is full.
-  absl::Status MakeResident(Session& session);
   // A new session of `tenant` holding `state`, with room made in memory;
   // RESOURCE_EXHAUSTED at the session limits or when the store is full.
   absl::StatusOr<Session*> AddResident(const std::string& tenant, State state);
-  // Takes the session's lease for a turn and brings the session up to date
-  // (a no-op with a store one server owns).
-  absl::Status TakeLease(TurnLease& lease, Session& session);
   // Marks the session most recently used.
   void Touch(Session& session) { pool_.Touch(&session); }
 
@@ -76,8 +85,13 @@ class SessionManager {
   // deleted), ABORTED stays so (another server moved the session: a fenced
   // write), anything else is UNAVAILABLE.
   absl::Status SaveError(absl::string_view what, const absl::Status& written);
-  // Returns once every queued checkpoint and delete is done.
-  void Flush() { writer_.Flush(); }
+  // Returns once every queued store call, checkpoint and delete is done.
+  void Flush() {
+    store_worker_.Flush();
+    writer_.Flush();
+  }
+  // Runs `job` on the store worker (store reads off the engine thread).
+  void RunOnStoreWorker(std::function<void()> job) { store_worker_.Run(std::move(job)); }
 
   SessionRecord RecordOf(const Session& session) const;
   SessionInfo InfoOf(const Session& session) const;
@@ -97,6 +111,13 @@ class SessionManager {
  private:
   // Drops the copy of a session the store no longer has.
   absl::Status Gone(const std::string& id);
+  // Prepare, once the store's answer is in; `fresh`: just read from the store.
+  void Prepare(const std::string& tenant, const std::string& id, Use use, bool fresh,
+               Prepared then);
+  void TakeAnswer(const std::string& id, Use use, StoreAnswer answer, const Prepared& then);
+  // A session the store holds and the pool does not know, into the pool.
+  absl::Status Adopt(const StoredSessionKey& key,
+                     const absl::StatusOr<VersionedStateFile>& stored);
 
   const LanguageModel& model_;
   const std::string fingerprint_;
@@ -111,6 +132,9 @@ class SessionManager {
   absl::flat_hash_set<std::string> deleting_;
   absl::Time last_sweep_ = absl::InfinitePast();
   CheckpointWriter writer_;
+  // Last: destroyed first, running what is queued while everything its jobs
+  // use still exists.
+  StoreWorker store_worker_;
 };
 
 }  // namespace linserve

@@ -55,8 +55,6 @@ std::vector<int64_t> TurnRunner::PromptTokens(const GenerateCall& call, bool sta
 }
 
 absl::Status TurnRunner::Begin(Turn& turn) {
-  SamplingParams& params = turn.call.sampling;
-  SamplerRngState rng{params.seed, 0};
   if (turn.creates_session()) {
     LINSERVE_ASSIGN_OR_RETURN(Session * session,
                               sessions_.AddResident(turn.tenant, model_.NewState()));
@@ -71,46 +69,50 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     return FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size()) + 1);
   }
   if (!turn.call.session_id.empty()) {
-    LINSERVE_ASSIGN_OR_RETURN(
-        Session * session, sessions_.Find(turn.tenant, turn.call.session_id, /*refresh=*/false));
-    if (session->busy) {
-      metrics_->CountRejection("session_busy");
-      return absl::FailedPreconditionError(
-          absl::StrCat("session_id ", session->id,
-                       " is busy with another turn; a session runs one Generate at a time"));
-    }
-    LINSERVE_RETURN_IF_ERROR(sessions_.TakeLease(turn.lease, *session));
-    LINSERVE_RETURN_IF_ERROR(sessions_.MakeResident(*session));
-    if (session->pending_token >= 0) turn.prefill.push_back(session->pending_token);
-    const bool fresh = session->position == 0 && session->pending_token < 0;
-    const std::vector<int64_t> prompt = PromptTokens(turn.call, fresh);
-    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
-    // Nothing to feed: a new session of a model that takes no BOS, or one
-    // whose last turn sampled nothing.
-    if (turn.prefill.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt is empty and session_id ", session->id,
-          " has no pending token to continue from; send at least 1 byte"));
-    }
-    LINSERVE_RETURN_IF_ERROR(
-        FitContext(turn, session->position, static_cast<int64_t>(turn.prefill.size())));
-    session->busy = true;
-    turn.session_id = session->id;
-    turn.state = CloneState(*session->state);
-    if (fresh) UsePrefixCache(turn);
-    // Without a seed of its own a turn continues the session's random
-    // stream, so a conversation replays identically after a restart. A
-    // stream has drawn, or has a seed the server picked (never 0); 0 is a
-    // seed a client may give.
-    if (!turn.call.seed_given && (session->rng.seed != 0 || session->rng.draws != 0)) {
-      rng = session->rng;
-    }
-  } else {
-    turn.state = model_.NewState();
-    turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
-    LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
-    UsePrefixCache(turn);
+    return absl::InternalError("a session's turn begins with BeginSessionTurn");
   }
+  turn.state = model_.NewState();
+  turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
+  LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
+  UsePrefixCache(turn);
+  StartGeneration(turn, SamplerRngState{turn.call.sampling.seed, 0});
+  return absl::OkStatus();
+}
+
+absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLease lease) {
+  // From here on a failure ends the turn through FinishWithError, which
+  // frees the session and gives the lease up.
+  turn.session_id = session.id;
+  turn.lease = lease;
+  if (session.pending_token >= 0) turn.prefill.push_back(session.pending_token);
+  const bool fresh = session.position == 0 && session.pending_token < 0;
+  const std::vector<int64_t> prompt = PromptTokens(turn.call, fresh);
+  turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+  // Nothing to feed: a new session of a model that takes no BOS, or one
+  // whose last turn sampled nothing.
+  if (turn.prefill.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt is empty and session_id ", session.id,
+        " has no pending token to continue from; send at least 1 byte"));
+  }
+  LINSERVE_RETURN_IF_ERROR(
+      FitContext(turn, session.position, static_cast<int64_t>(turn.prefill.size())));
+  turn.state = CloneState(*session.state);
+  if (fresh) UsePrefixCache(turn);
+  // Without a seed of its own a turn continues the session's random
+  // stream, so a conversation replays identically after a restart. A
+  // stream has drawn, or has a seed the server picked (never 0); 0 is a
+  // seed a client may give.
+  SamplerRngState rng{turn.call.sampling.seed, 0};
+  if (!turn.call.seed_given && (session.rng.seed != 0 || session.rng.draws != 0)) {
+    rng = session.rng;
+  }
+  StartGeneration(turn, rng);
+  return absl::OkStatus();
+}
+
+void TurnRunner::StartGeneration(Turn& turn, SamplerRngState rng) {
+  SamplingParams& params = turn.call.sampling;
   if (!turn.call.seed_given && rng.seed == 0 && rng.draws == 0) {
     rng.seed = absl::Uniform<uint64_t>(absl::IntervalClosed, bitgen_, 1, UINT64_MAX);
   }
@@ -118,7 +120,6 @@ absl::Status TurnRunner::Begin(Turn& turn) {
   turn.seed = rng.seed;
   turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
   turn.generation->sampler().set_rng_state(rng);
-  return absl::OkStatus();
 }
 
 void TurnRunner::UsePrefixCache(Turn& turn) {

@@ -32,9 +32,13 @@ class TurnRunner {
   TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
              Metrics* metrics, int64_t max_context_tokens, std::function<void()> turn_ended);
 
-  // Sets up an admitted turn: its session (made, or found and leased), its
-  // state, the tokens to prefill, its sampler and seed.
+  // Sets up an admitted stateless or CreateSession turn: its session (made),
+  // its state, the tokens to prefill, its sampler and seed.
   absl::Status Begin(Turn& turn);
+  // The same for a turn of an existing session, once SessionManager::Prepare
+  // made it ready (busy, its state in memory) and took `lease`. From the call
+  // on, the turn owns both: FinishWithError gives them back.
+  absl::Status BeginSessionTurn(Turn& turn, Session& session, TurnLease lease);
   // Prefills the next `n` tokens of every turn of `group` (all at the same
   // position) in one batched call; a turn whose prompt is done samples its
   // first token (or, creating a session, finishes).
@@ -60,6 +64,8 @@ class TurnRunner {
   // cached prefix of its prompt, and picks the boundary where it leaves a
   // snapshot (server/scheduling/prefix_cache.h).
   void UsePrefixCache(Turn& turn);
+  // The turn's sampler, continuing `rng` (a seed is picked when it has none).
+  void StartGeneration(Turn& turn, SamplerRngState rng);
   // The request's token ids as given, or its text encoded (with BOS when it
   // `starts_text` and the model takes one).
   std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;

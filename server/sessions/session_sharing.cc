@@ -26,10 +26,11 @@ std::string NewLeaseOwner() {
 
 }  // namespace
 
-SessionSharing::SessionSharing(StateStore* store, const LanguageModel& model,
+SessionSharing::SessionSharing(StateStore* store, StoreWorker* worker, const LanguageModel& model,
                                std::string fingerprint, Metrics* metrics, absl::Duration lease,
                                int64_t max_state_bytes)
     : store_(store),
+      worker_(worker),
       leases_(store->leases()),
       owner_(NewLeaseOwner()),
       model_(model),
@@ -47,22 +48,56 @@ WriteFence SessionSharing::NextFence(Session& session, bool leased) {
   return fence;
 }
 
-absl::Status SessionSharing::TakeLease(TurnLease& lease, const Session& session) {
-  if (!shared()) return absl::OkStatus();
-  const StoredSessionKey key = session.key();
-  if (absl::Status taken = leases_->AcquireLease(key, owner_, lease_); !taken.ok()) {
-    if (absl::IsAborted(taken)) metrics_->CountRejection("session_leased_elsewhere");
-    return taken;
+StoreAnswer SessionSharing::Ask(const StoreQuestion& question) {
+  StoreAnswer answer;
+  const StoredSessionKey& key = question.key;
+  if (question.lease && shared()) {
+    answer.status = leases_->AcquireLease(key, owner_, lease_);
+    if (!answer.status.ok()) {
+      if (absl::IsAborted(answer.status)) metrics_->CountRejection("session_leased_elsewhere");
+      return answer;
+    }
+    answer.lease = {/*held=*/true, /*renewing=*/false, key, absl::Now() + lease_ / 3};
   }
-  lease.held = true;
-  lease.key = key;
-  lease.renew_at = absl::Now() + lease_ / 3;
-  return absl::OkStatus();
+  bool read = question.file;
+  if (question.version && shared()) {
+    absl::StatusOr<int64_t> version = store_->VersionOf(key);
+    if (!version.ok()) {
+      answer.status = version.status();
+      return answer;
+    }
+    // 0: deleted through another server, or expired there.
+    if (*version == 0) {
+      answer.gone = true;
+      return answer;
+    }
+    read = read || *version != question.known_version;
+  }
+  if (!read) return answer;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned(key);
+  answer.read_time = absl::Now() - start;
+  if (absl::IsNotFound(stored.status())) {
+    answer.gone = true;
+  } else if (!stored.ok()) {
+    answer.status = stored.status();  // e.g. Redis down: UNAVAILABLE, not a lie
+  } else {
+    answer.stored = *std::move(stored);
+  }
+  return answer;
 }
 
-absl::Status SessionSharing::RenewIfDue(TurnLease& lease, absl::Time now) {
-  if (!lease.held || now < lease.renew_at) return absl::OkStatus();
-  absl::Status renewed = leases_->RenewLease(lease.key, owner_, lease_);
+void SessionSharing::Renew(TurnLease& lease, std::function<void(absl::Status)> renewed) {
+  lease.renewing = true;
+  worker_->Run([this, key = lease.key, renewed = std::move(renewed)] {
+    renewed(leases_->RenewLease(key, owner_, lease_));
+  });
+}
+
+absl::Status SessionSharing::Renewed(TurnLease& lease, const absl::Status& renewed,
+                                     absl::Time now) {
+  lease.renewing = false;
+  if (!lease.held) return absl::OkStatus();  // released meanwhile
   if (absl::IsAborted(renewed)) {
     lease.held = false;
     return renewed;
@@ -80,33 +115,15 @@ absl::Status SessionSharing::RenewIfDue(TurnLease& lease, absl::Time now) {
 void SessionSharing::ReleaseLease(TurnLease& lease) {
   if (!lease.held) return;
   lease.held = false;
-  absl::Status released = leases_->ReleaseLease(lease.key, owner_);
-  // Not fatal: the lease expires by itself.
-  if (!released.ok()) LogWarning("lease_release_failed", {{"error", released.ToString()}});
+  worker_->Run([this, key = lease.key] {
+    absl::Status released = leases_->ReleaseLease(key, owner_);
+    // Not fatal: the lease expires by itself.
+    if (!released.ok()) LogWarning("lease_release_failed", {{"error", released.ToString()}});
+  });
 }
 
 void SessionSharing::ReleaseLeaseOf(const StoredSessionKey& key) {
   if (shared()) leases_->ReleaseLease(key, owner_).IgnoreError();
-}
-
-absl::Status SessionSharing::LeaseForDelete(const Session& session) {
-  if (!shared()) return absl::OkStatus();
-  // The delete removes the lease with the state.
-  return leases_->AcquireLease(session.key(), owner_, lease_);
-}
-
-absl::StatusOr<bool> SessionSharing::Refresh(Session& session) {
-  // Checkpoints of this server still queued: the store will hold what this
-  // copy says, or the write fails and marks the copy unknown.
-  if (!shared() || session.pending_writes > 0) return true;
-  LINSERVE_ASSIGN_OR_RETURN(int64_t version, store_->VersionOf(session.key()));
-  if (version == session.store_version) return true;
-  if (version == 0) return false;  // deleted through another server, or expired there
-  absl::StatusOr<VersionedStateFile> stored = store_->GetVersioned(session.key());
-  if (absl::IsNotFound(stored.status())) return false;
-  if (!stored.ok()) return stored.status();
-  LINSERVE_RETURN_IF_ERROR(Reload(session, *stored, /*with_state=*/session.state != nullptr));
-  return true;
 }
 
 absl::Status SessionSharing::Reload(Session& session, const VersionedStateFile& stored,

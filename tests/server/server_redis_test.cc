@@ -2,12 +2,16 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/gated_proxy.h"
 #include "tests/server/redis_process.h"
 #include "tests/server/server_process.h"
 
@@ -94,6 +98,78 @@ TEST_F(RedisServersTest, RedisDownIsUnavailableAndServingResumesWhenItReturns) {
   redis_ = *std::move(back);
   auto session = CreateSession(*stub, "hello");
   ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_TRUE(RunGenerate(*stub, MakeRequest(" again", session->id(), 3, 1)).status.ok());
+}
+
+
+// The engine thread never waits for the store: with Redis stalled behind a
+// closed gate, and a session lookup stuck in it, a session turn already
+// running keeps decoding and a stateless turn runs to its end. Decided by
+// events: the lookup reached the gate; the streams delivered while it held.
+TEST_F(RedisServersTest, DecodingGoesOnWhileTheStoreStalls) {
+  auto proxy = GatedProxy::Start(redis_->port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  // Redis commands wait as long as the gate holds them (the default gives
+  // up after 2 s and answers UNAVAILABLE).
+  auto started = ServerProcess::Start({"--model=" + DefaultModelDir(),
+                                       "--store=" + (*proxy)->redis_url(),
+                                       "--redis_timeout_seconds=600"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto server = *std::move(started);
+  auto stub = server->Stub();
+  auto session = CreateSession(*stub, "ROMEO:\n");
+  ASSERT_TRUE(session.ok()) << session.status();
+
+  // A long turn on a 1 KB receive window: it advances only as it is read
+  // (about 160 messages fit in the window and the server's buffer).
+  const auto narrow = NarrowWindowStub(server->address());
+  grpc::ClientContext context;
+  auto reader = narrow->Generate(&context, MakeRequest("go", session->id(), 4000, 2));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response)) << reader->Finish().error_message();  // running, leased
+
+  (*proxy)->Close();
+  // A session this server does not hold: it must be looked up in the store.
+  const std::string unknown = "0123456789abcdef0123456789abcdef";
+  GenerateOutcome lookup;
+  std::atomic<bool> looked_up{false};
+  std::thread stuck([&] {
+    lookup = RunGenerate(*stub, MakeRequest("x", unknown, 3, 1), absl::Minutes(10));
+    looked_up = true;
+  });
+  // The store knows sessions by a hash of tenant and id; a lookup is the
+  // only MGET this server sends now.
+  if (!(*proxy)->WaitHeld("MGET", absl::Minutes(2))) {
+    (*proxy)->Open();
+    context.TryCancel();
+    stuck.join();
+    FAIL() << "the lookup never reached Redis";
+  }
+
+  // Failure guards only: on a server whose engine waits for the store,
+  // these never finish while the gate is closed.
+  absl::Notification streamed;
+  int read_while_stalled = 0;
+  std::thread reading([&] {
+    while (read_while_stalled < 1000 && reader->Read(&response)) ++read_while_stalled;
+    streamed.Notify();
+  });
+  const bool kept_pace = streamed.WaitForNotificationWithTimeout(absl::Minutes(2));
+  GenerateOutcome stateless;
+  if (kept_pace) stateless = RunGenerate(*stub, MakeRequest("y", "", 20, 1), absl::Minutes(2));
+  EXPECT_TRUE(kept_pace) << "the running turn stopped while Redis was stalled";
+  EXPECT_EQ(read_while_stalled, 1000);
+  EXPECT_FALSE(looked_up) << "the lookup was answered before the gate opened";
+  EXPECT_TRUE(stateless.status.ok()) << stateless.status.error_message();
+  EXPECT_TRUE(stateless.has_finished);
+  EXPECT_TRUE((*proxy)->WaitHeld("MGET", absl::ZeroDuration())) << "the gate let it through";
+
+  (*proxy)->Open();
+  context.TryCancel();
+  reading.join();
+  stuck.join();
+  EXPECT_EQ(lookup.status.error_code(), grpc::StatusCode::NOT_FOUND) << lookup.status.error_message();
+  // The store answers again: the session goes on.
   EXPECT_TRUE(RunGenerate(*stub, MakeRequest(" again", session->id(), 3, 1)).status.ok());
 }
 
