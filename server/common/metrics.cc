@@ -24,7 +24,26 @@ Histogram::BucketBoundaries StoreBuckets() {
 
 Histogram::BucketBoundaries BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
 
+// A phase of one iteration: microseconds (one row's sampling, the loop's
+// bookkeeping) to a prefill chunk's hundreds of milliseconds.
+Histogram::BucketBoundaries PhaseBuckets() {
+  return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+          0.005,   0.01,     0.025,   0.05,   0.1,     0.25,   0.5,   1};
+}
+
 }  // namespace
+
+const char* StepPhaseName(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::kRestack: return "restack";
+    case StepPhase::kEngine: return "engine";
+    case StepPhase::kSampling: return "sampling";
+    case StepPhase::kEmission: return "emission";
+    case StepPhase::kFinish: return "finish";
+    case StepPhase::kScheduling: return "scheduling";
+  }
+  return "unknown";
+}
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
@@ -60,6 +79,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              "Generate or a completion: from arrival to admission into the batch");
   batch_size_ = histogram("linserve_batch_size", "Sessions in each batched decode step",
                           BatchBuckets());
+  prometheus::Family<Histogram>& phases =
+      BuildHistogram()
+          .Name("linserve_step_phase_seconds")
+          .Help("Where each engine iteration that ran the model spent its time, by phase: "
+                "restack, engine, sampling, emission, finish, scheduling")
+          .Register(r);
+  for (int i = 0; i < kStepPhases; ++i) {
+    step_phase_[i] = &phases.Add({{"phase", StepPhaseName(static_cast<StepPhase>(i))}},
+                                 PhaseBuckets());
+  }
   save_ = histogram("linserve_session_save_seconds",
                     "Writing one session's state file to the store", StoreBuckets());
   restore_ = histogram("linserve_session_restore_seconds",

@@ -20,6 +20,15 @@
 
 namespace linserve {
 
+// Where an engine iteration's time goes (linserve_step_phase_seconds):
+// restacking the decode batch when its members change, the model's prefill
+// and decode calls, sampling the rows, emitting their pieces to the streams,
+// finishing turns (a session's state serialized for its checkpoint), and the
+// loop's own bookkeeping (tasks, admission, cancellations, leases).
+enum class StepPhase { kRestack, kEngine, kSampling, kEmission, kFinish, kScheduling };
+inline constexpr int kStepPhases = 6;
+const char* StepPhaseName(StepPhase phase);
+
 class Metrics {
  public:
   Metrics();
@@ -45,6 +54,11 @@ class Metrics {
   prometheus::Histogram& request_duration_seconds(Protocol p) { return *e2e_[Index(p)]; }
   prometheus::Histogram& queue_time_seconds(Protocol p) { return *queue_time_[Index(p)]; }
   prometheus::Histogram& batch_size() { return *batch_size_; }
+  // One observation per engine iteration that ran the model, per phase that
+  // took time in it.
+  prometheus::Histogram& step_phase_seconds(StepPhase phase) {
+    return *step_phase_[static_cast<int>(phase)];
+  }
   prometheus::Histogram& session_save_seconds() { return *save_; }
   prometheus::Histogram& session_restore_seconds() { return *restore_; }
   prometheus::Counter& prompt_tokens_total() { return *prompt_tokens_; }
@@ -84,6 +98,7 @@ class Metrics {
   PerProtocol e2e_;
   PerProtocol queue_time_;
   prometheus::Histogram* batch_size_;
+  std::array<prometheus::Histogram*, kStepPhases> step_phase_;
   prometheus::Histogram* save_;
   prometheus::Histogram* restore_;
   prometheus::Counter* prompt_tokens_;

@@ -8,6 +8,7 @@
 
 #include "server/scheduling/scheduler.h"
 
+#include <array>
 #include <algorithm>
 #include <deque>
 #include <thread>
@@ -99,6 +100,9 @@ class Scheduler::Impl {
   void LeaseRenewed(uint64_t serial, const absl::Status& renewed);
   Turn* ActiveTurn(uint64_t serial);
   void RemoveDone();
+  // linserve_step_phase_seconds for an iteration that ran the model: the
+  // runner's phases, and `scheduling`, the loop's own share of it.
+  void ObservePhases(absl::Duration scheduling);
   // Called by the runner when a turn is done: frees its place.
   void TurnEnded();
   // linserve_active_requests: the turns admitted and not yet done.
@@ -235,15 +239,19 @@ void Scheduler::Impl::Drain(absl::Time deadline) {
 void Scheduler::Impl::Run() {
   bool busy = false;
   while (WaitForWork(busy)) {
+    const absl::Time start = absl::Now();
     RunTasks();
     DropCancelled();
     Admit();
+    const absl::Time admitted = absl::Now();
     const bool prefilled = Prefill();
     const bool decoded = Decode();
+    const absl::Time stepped = absl::Now();
     RenewLeases();
     RemoveDone();
     sessions_.SweepIdle();
     busy = prefilled || decoded;
+    if (busy) ObservePhases((admitted - start) + (absl::Now() - stepped));
   }
   // Stopping: whatever still runs is cut; sessions keep their last turn.
   for (auto& turn : active_) {
@@ -343,7 +351,6 @@ void Scheduler::Impl::Admit() {
     if (!admitted.call.session_id.empty()) {
       // The store may have to answer first (a session this server does not
       // hold, a spilled state, a lease): the engine goes on meanwhile.
-      admitted.preparing = true;
       sessions_.Prepare(admitted.tenant, admitted.call.session_id, SessionManager::Use::kTurn,
                         [this, serial = admitted.serial](absl::StatusOr<Session*> session,
                                                          TurnLease lease) {
@@ -430,7 +437,6 @@ void Scheduler::Impl::SessionPrepared(uint64_t serial, absl::StatusOr<Session*> 
     sessions_.sharing().ReleaseLease(lease);
     return;
   }
-  turn->preparing = false;
   if (!session.ok()) return runner_.FinishWithError(*turn, session.status());
   absl::Status began = runner_.BeginSessionTurn(*turn, **session, lease);
   if (!began.ok()) return runner_.FinishWithError(*turn, std::move(began));
@@ -469,6 +475,16 @@ void Scheduler::Impl::RemoveDone() {
                                [](const std::unique_ptr<Turn>& t) { return t->done; }),
                 active_.end());
   UpdateActiveGauge();
+}
+
+void Scheduler::Impl::ObservePhases(absl::Duration scheduling) {
+  std::array<absl::Duration, kStepPhases> phases = runner_.TakePhaseTimes();
+  phases[static_cast<int>(StepPhase::kScheduling)] += scheduling;
+  for (int i = 0; i < kStepPhases; ++i) {
+    if (phases[i] <= absl::ZeroDuration()) continue;  // e.g. no restack this iteration
+    metrics_->step_phase_seconds(static_cast<StepPhase>(i))
+        .Observe(absl::ToDoubleSeconds(phases[i]));
+  }
 }
 
 void Scheduler::Impl::TurnEnded() {

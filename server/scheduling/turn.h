@@ -52,9 +52,8 @@ struct Turn {
   int64_t held_back = -1;
   bool in_batch = false;  // its state is a row of the runner's decode batch
   bool done = false;
-  // Admitted, and waiting for the store to make its session ready
-  // (SessionManager::Prepare); `serial` names it to the answer.
-  bool preparing = false;
+  // Names the admitted turn to answers that come back as tasks (its
+  // session made ready by SessionManager::Prepare, a lease renewed).
   uint64_t serial = 0;
   // With a store several servers share: the lease on its session.
   TurnLease lease;

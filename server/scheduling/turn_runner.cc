@@ -141,7 +141,20 @@ void TurnRunner::UsePrefixCache(Turn& turn) {
   turn.snapshot_at = prefix_cache_.ChooseSnapshot(turn.prefix_keys, hit.blocks) * chunk;
 }
 
+absl::Time TurnRunner::Charge(StepPhase phase, absl::Time since) {
+  const absl::Time now = absl::Now();
+  phase_times_[static_cast<int>(phase)] += now - since;
+  return now;
+}
+
+std::array<absl::Duration, kStepPhases> TurnRunner::TakePhaseTimes() {
+  std::array<absl::Duration, kStepPhases> taken = phase_times_;
+  phase_times_.fill(absl::ZeroDuration());
+  return taken;
+}
+
 void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
+  const absl::Time start = absl::Now();
   std::vector<int64_t> tokens;
   std::vector<const State*> states;
   for (Turn* turn : group) {
@@ -161,6 +174,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     std::vector<State> rows = model_.SplitState(batch);
     for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
   }
+  Charge(StepPhase::kEngine, start);
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
   const int64_t vocab = logits->size(1);
   for (size_t i = 0; i < group.size(); ++i) {
@@ -180,6 +194,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
 }
 
 void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
+  absl::Time start = absl::Now();
   if (members != batch_members_) {
     DetachBatch();
     std::vector<const State*> states;
@@ -187,11 +202,13 @@ void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
     batch_ = StackStates(states);
     for (Turn* turn : members) turn->in_batch = true;
     batch_members_ = members;
+    start = Charge(StepPhase::kRestack, start);
   }
   std::vector<int64_t> tokens;
   for (Turn* turn : members) tokens.push_back(turn->next_token);
   metrics_->batch_size().Observe(static_cast<double>(members.size()));
   absl::StatusOr<torch::Tensor> logits = model_.Step(batch_, tokens);
+  Charge(StepPhase::kEngine, start);
   if (!logits.ok()) {
     LogError("decode_step_failed", {{"error", logits.status().ToString()}});
     for (Turn* turn : members) FinishWithError(*turn, logits.status());
@@ -204,8 +221,9 @@ void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
 
 void TurnRunner::Emit(Turn& turn, const float* logits) {
   const absl::Span<const float> row(logits, tokenizer_.vocab_size());
+  const absl::Time start = absl::Now();
   const Generation::Step step = turn.generation->Next(row);
-  const absl::Time now = absl::Now();
+  const absl::Time now = Charge(StepPhase::kSampling, start);
   if (turn.first_token == absl::InfinitePast()) {
     turn.first_token = now;
     metrics_->time_to_first_token_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
@@ -218,8 +236,10 @@ void TurnRunner::Emit(Turn& turn, const float* logits) {
     piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
   }
   if (!piece.text.empty() || !piece.tokens.empty()) turn.sink->Send(std::move(piece));
+  const absl::Time emitted = Charge(StepPhase::kEmission, now);
   if (step.finish != FinishReason::kNone) {
     FinishTurn(turn, /*cancelled=*/false);
+    Charge(StepPhase::kFinish, emitted);
   } else {
     turn.next_token = step.token;
   }

@@ -7,12 +7,14 @@
 // sessions before their streams hear the end. Which turns run in each step
 // is the scheduler's choice (server/scheduling/scheduler.cc). Engine thread only.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "absl/random/random.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "engine/model/language_model.h"
 #include "engine/model/state.h"
 #include "engine/text/tokenizer.h"
@@ -53,6 +55,10 @@ class TurnRunner {
   // checkpointed first, and its stream hears the end once that is durable.
   void FinishTurn(Turn& turn, bool cancelled);
 
+  // The time each phase took since the last call (linserve_step_phase_seconds;
+  // the scheduler adds its own bookkeeping and observes once per iteration).
+  std::array<absl::Duration, kStepPhases> TakePhaseTimes();
+
   // A prefill and `steps` decode steps at batch 1 and 8, results dropped, so
   // the first requests do not pay for LibTorch's lazy initialisation.
   absl::Status WarmUp(int32_t steps);
@@ -71,6 +77,8 @@ class TurnRunner {
   std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
   // Gives every member of the decode batch its own state back.
   void DetachBatch();
+  // Adds the time from `since` to now to `phase`; returns now.
+  absl::Time Charge(StepPhase phase, absl::Time since);
   // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
   // state at `position` past max_context_tokens, else caps the turn's
   // max_new_tokens so that its state stays within it.
@@ -87,6 +95,7 @@ class TurnRunner {
   std::vector<Turn*> batch_members_;  // the rows of batch_, in order
   State batch_;
   absl::BitGen bitgen_;
+  std::array<absl::Duration, kStepPhases> phase_times_{};
 };
 
 }  // namespace linserve

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "engine/transformer/transformer_model.h"
 #include "engine/generation/one_shot_generation.h"
 #include "engine/text/tokenizer.h"
@@ -140,6 +141,14 @@ TEST_F(GenerateTest, SameSeedSameTokensAloneAndInsideABatchOf16) {
   // The concurrent requests really shared decode steps.
   EXPECT_GT(MetricValue(*metrics, "linserve_batch_size_sum"),
             MetricValue(*metrics, "linserve_batch_size_count"));
+  // Where those steps' time went: every phase happened (turns joined and
+  // left the batch, so it was restacked; they finished), and took time.
+  for (const char* phase :
+       {"restack", "engine", "sampling", "emission", "finish", "scheduling"}) {
+    const std::string labels = absl::StrCat("{phase=\"", phase, "\"}");
+    EXPECT_GT(MetricValue(*metrics, "linserve_step_phase_seconds_count" + labels), 0) << phase;
+    EXPECT_GT(MetricValue(*metrics, "linserve_step_phase_seconds_sum" + labels), 0) << phase;
+  }
 }
 
 TEST_F(GenerateTest, LogprobsDescribeEachSampledToken) {
