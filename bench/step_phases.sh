@@ -42,7 +42,7 @@ echo "model $model, $(nproc) cores"
 for c in "${concurrencies[@]}"; do
   scrape > "$work/before"
   "$build/client/linserve-client" bench --server="127.0.0.1:$port" --concurrency="$c" \
-    --requests=$((c * 8)) --prompt_tokens=16 --max_new_tokens=128 --temperature=1 \
+    --requests=$((c * 8)) --prompt_tokens=16 --output_tokens=128 --temperature=1 \
     --progress=false > "$work/bench.txt" 2>&1
   scrape > "$work/after"
   echo

@@ -110,7 +110,7 @@ class LoadTest {
     BenchRequest request;
     request.prompt = SyntheticPrompt(Draw(options_.prompt_tokens, rng_), rng_);
     request.max_tokens = Draw(options_.output_tokens, rng_);
-    request.temperature = options_.temperature;
+    request.sampling = options_.sampling;
     request.seed = options_.seed + 1 + static_cast<uint64_t>(sent_);
     if (options_.reuse_sessions && !idle_sessions_->empty()) {
       request.session_id = idle_sessions_->back();
@@ -264,7 +264,14 @@ nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions&
           {"sessions", o.reuse_sessions ? "reuse" : "new"},
           {"warmup", o.warmup},
           {"seed", o.seed},
-          {"temperature", o.temperature}};
+          {"sampling",
+           {{"temperature", o.sampling.temperature},
+            {"top_k", o.sampling.top_k},
+            {"top_p", o.sampling.top_p},
+            {"min_p", o.sampling.min_p},
+            {"repetition_penalty", o.sampling.repetition_penalty},
+            {"presence_penalty", o.sampling.presence_penalty},
+            {"frequency_penalty", o.sampling.frequency_penalty}}}};
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/bench_transport.h"  // BenchSampling
 #include "client/connection.h"
 
 namespace linserve {
@@ -38,7 +39,7 @@ struct BenchOptions {
   bool reuse_sessions = false;  // multi-turn conversations on sessions instead of stateless calls
   int32_t warmup = 0;           // requests run, and not counted, before measuring
   uint64_t seed = 1;            // prompts and per-request sampling seeds
-  float temperature = 0.8f;
+  BenchSampling sampling;
   int32_t max_in_flight = 4096;  // open loop: arrivals beyond this are dropped and counted
   bool progress = true;          // the live line on stderr
 };

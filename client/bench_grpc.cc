@@ -61,8 +61,16 @@ class GrpcBenchTransport : public BenchTransport {
     generate.set_prompt(std::move(request.prompt));
     generate.set_max_new_tokens(request.max_tokens);
     generate.set_ignore_eos(true);
-    generate.mutable_sampling()->set_temperature(request.temperature);
-    generate.mutable_sampling()->set_seed(request.seed);
+    v1::SamplingParams& sampling = *generate.mutable_sampling();
+    const BenchSampling& s = request.sampling;
+    sampling.set_temperature(s.temperature);
+    if (s.top_k != 0) sampling.set_top_k(s.top_k);
+    if (s.top_p != 1.0f) sampling.set_top_p(s.top_p);
+    if (s.min_p != 0.0f) sampling.set_min_p(s.min_p);
+    if (s.repetition_penalty != 1.0f) sampling.set_repetition_penalty(s.repetition_penalty);
+    if (s.presence_penalty != 0.0f) sampling.set_presence_penalty(s.presence_penalty);
+    if (s.frequency_penalty != 0.0f) sampling.set_frequency_penalty(s.frequency_penalty);
+    sampling.set_seed(request.seed);
     generate.set_session_id(std::move(request.session_id));
     (new BenchCall(std::move(generate), std::move(done)))->Start(*stub_, connection_);
   }

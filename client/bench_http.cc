@@ -179,10 +179,17 @@ nlohmann::json CompletionRequestBody(const BenchRequest& request) {
   nlohmann::json body = {{"prompt", request.prompt},
                          {"max_tokens", request.max_tokens},
                          {"ignore_eos", true},
-                         {"temperature", request.temperature},
+                         {"temperature", request.sampling.temperature},
                          {"seed", request.seed},
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
+  const BenchSampling& s = request.sampling;
+  if (s.top_k != 0) body["top_k"] = s.top_k;
+  if (s.top_p != 1.0f) body["top_p"] = s.top_p;
+  if (s.min_p != 0.0f) body["min_p"] = s.min_p;
+  if (s.repetition_penalty != 1.0f) body["repetition_penalty"] = s.repetition_penalty;
+  if (s.presence_penalty != 0.0f) body["presence_penalty"] = s.presence_penalty;
+  if (s.frequency_penalty != 0.0f) body["frequency_penalty"] = s.frequency_penalty;
   if (!request.session_id.empty()) {
     body["session_id"] = request.session_id;
   } else if (request.new_session) {

@@ -16,11 +16,23 @@
 
 namespace linserve {
 
+// How every request of a load test samples (the generate command's flags);
+// a field at its default is not sent, so the server's default applies.
+struct BenchSampling {
+  float temperature = 0.8f;
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+};
+
 // One request of the load test, protocol-neutral.
 struct BenchRequest {
   std::string prompt;
   int32_t max_tokens = 0;  // exact: sent with ignore_eos
-  float temperature = 0;
+  BenchSampling sampling;
   uint64_t seed = 0;
   std::string session_id;    // continue this session; empty: stateless
   bool new_session = false;  // with an empty session_id: open a session in this turn

@@ -31,12 +31,12 @@ ABSL_FLAG(double, timeout_seconds, 600, "Deadline of each call (health: at most 
 ABSL_FLAG(std::string, session, "", "generate: continue this session");
 ABSL_FLAG(int32_t, max_new_tokens, 0, "generate: tokens to generate at most (0: server default)");
 ABSL_FLAG(double, temperature, NAN, "0 is greedy (unset: server default 1.0)");
-ABSL_FLAG(int32_t, top_k, 0, "generate: keep the k most likely tokens (0: off)");
-ABSL_FLAG(double, top_p, NAN, "generate: nucleus mass (unset: 1.0, off)");
-ABSL_FLAG(double, min_p, 0, "generate: drop tokens below min_p x the most likely (0: off)");
-ABSL_FLAG(double, repetition_penalty, NAN, "generate: CTRL-style penalty (unset: 1.0, off)");
-ABSL_FLAG(double, presence_penalty, 0, "generate: subtracted once per seen token");
-ABSL_FLAG(double, frequency_penalty, 0, "generate: subtracted per occurrence");
+ABSL_FLAG(int32_t, top_k, 0, "generate, bench: keep the k most likely tokens (0: off)");
+ABSL_FLAG(double, top_p, NAN, "generate, bench: nucleus mass (unset: 1.0, off)");
+ABSL_FLAG(double, min_p, 0, "generate, bench: drop tokens below min_p x the most likely (0: off)");
+ABSL_FLAG(double, repetition_penalty, NAN, "generate, bench: CTRL-style penalty (unset: 1.0, off)");
+ABSL_FLAG(double, presence_penalty, 0, "generate, bench: subtracted once per seen token");
+ABSL_FLAG(double, frequency_penalty, 0, "generate, bench: subtracted per occurrence");
 ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (0: the server picks one); bench: base seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "generate: stop sequences, comma-separated");
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going after EOS");
@@ -147,7 +147,16 @@ int Bench(ConnectionOptions connection) {
   o.reuse_sessions = sessions == "reuse";
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.seed = absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed);
-  if (!std::isnan(absl::GetFlag(FLAGS_temperature))) o.temperature = absl::GetFlag(FLAGS_temperature);
+  BenchSampling& s = o.sampling;
+  if (!std::isnan(absl::GetFlag(FLAGS_temperature))) s.temperature = absl::GetFlag(FLAGS_temperature);
+  s.top_k = absl::GetFlag(FLAGS_top_k);
+  if (!std::isnan(absl::GetFlag(FLAGS_top_p))) s.top_p = absl::GetFlag(FLAGS_top_p);
+  s.min_p = absl::GetFlag(FLAGS_min_p);
+  if (!std::isnan(absl::GetFlag(FLAGS_repetition_penalty))) {
+    s.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
+  }
+  s.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
+  s.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
   o.progress = absl::GetFlag(FLAGS_progress);
   absl::StatusOr<nlohmann::json> report = RunBench(connection, o);
   if (!report.ok()) {

@@ -40,7 +40,7 @@ TEST(CompletionRequestBodyTest, StreamsWithUsageAndNamesTheSession) {
   BenchRequest request;
   request.prompt = "the king";
   request.max_tokens = 16;
-  request.temperature = 0.5f;
+  request.sampling.temperature = 0.5f;
   request.seed = 9;
   nlohmann::json body = CompletionRequestBody(request);
   EXPECT_EQ(body["prompt"], "the king");
@@ -51,6 +51,19 @@ TEST(CompletionRequestBodyTest, StreamsWithUsageAndNamesTheSession) {
   EXPECT_EQ(body["stream_options"]["include_usage"], true);
   EXPECT_FALSE(body.contains("session"));
   EXPECT_FALSE(body.contains("session_id"));
+  // Sampling settings at their defaults are left to the server.
+  for (const char* key : {"top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
+                          "frequency_penalty"}) {
+    EXPECT_FALSE(body.contains(key)) << key;
+  }
+  request.sampling.top_p = 0.3f;
+  request.sampling.presence_penalty = 0.5f;
+  request.sampling.frequency_penalty = 0.25f;
+  body = CompletionRequestBody(request);
+  EXPECT_FLOAT_EQ(body["top_p"].get<float>(), 0.3f);
+  EXPECT_FLOAT_EQ(body["presence_penalty"].get<float>(), 0.5f);
+  EXPECT_FLOAT_EQ(body["frequency_penalty"].get<float>(), 0.25f);
+  EXPECT_FALSE(body.contains("top_k"));
   request.new_session = true;
   EXPECT_EQ(CompletionRequestBody(request)["session"], "new");
   request.new_session = false;

@@ -182,6 +182,36 @@ TEST(ClientTest, BenchOverHttpCountsEveryRequestAndItsTokens) {
   EXPECT_EQ(r["by_code"]["UNAVAILABLE"].get<int64_t>(), 3);
 }
 
+// The sampling flags reach the server on both protocols: the settings users
+// chat with run, and a value out of range is refused for every request.
+TEST(ClientTest, BenchSendsTheSamplingFlagsOverBothProtocols) {
+  auto server = StartServer("client-bench-sampling");
+  ASSERT_NE(server, nullptr);
+  const std::string json = FreshDir("client-bench-sampling-json") + "/bench.json";
+  const std::string http = "--http_server=127.0.0.1:" + std::to_string(server->http_port());
+  for (const char* protocol : {"--protocol=grpc", "--protocol=http"}) {
+    ProcessResult run = Client(
+        *server, {"bench", protocol, http, "--requests=6", "--concurrency=2", "--output_tokens=8",
+                  "--temperature=1", "--top_p=0.3", "--top_k=50", "--min_p=0.05",
+                  "--repetition_penalty=1.1", "--presence_penalty=0.5",
+                  "--frequency_penalty=0.5", "--progress=false", "--json=" + json});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json report = ReadJson(json);
+    EXPECT_EQ(report["results"]["ok"].get<int64_t>(), 6) << protocol << "\n" << run.out;
+    const nlohmann::json& sampling = report["settings"]["sampling"];
+    EXPECT_FLOAT_EQ(sampling["top_p"].get<float>(), 0.3f);
+    EXPECT_EQ(sampling["top_k"].get<int>(), 50);
+    EXPECT_FLOAT_EQ(sampling["presence_penalty"].get<float>(), 0.5f);
+
+    ProcessResult refused = Client(*server, {"bench", protocol, http, "--requests=3",
+                                             "--concurrency=1", "--top_p=1.5",
+                                             "--progress=false", "--json=" + json});
+    ASSERT_EQ(refused.exit_code, 0) << refused.err;
+    const nlohmann::json r = ReadJson(json)["results"];
+    EXPECT_EQ(r["failed"].get<int64_t>(), 3) << protocol << "\n" << refused.out;
+  }
+}
+
 TEST(ClientTest, AServerKilledMidRunShowsUpAsFailuresNotACrash) {
   auto server = StartServer("client-kill");
   ASSERT_NE(server, nullptr);
