@@ -282,9 +282,9 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
   absl::StatusOr<RedisAddress> address = ParseRedisUrl(store);
   if (!address.ok()) return address.status();
   const double timeout = absl::GetFlag(FLAGS_redis_timeout_seconds);
-  if (!(timeout > 0)) {
+  if (!(timeout > 0 && timeout <= 3600)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--redis_timeout_seconds = ", timeout, " must be > 0"));
+        absl::StrCat("--redis_timeout_seconds = ", timeout, " is outside (0, 3600]"));
   }
   absl::StatusOr<std::unique_ptr<RedisStateStore>> redis =
       RedisStateStore::Open(*address, ttl, absl::Seconds(timeout));

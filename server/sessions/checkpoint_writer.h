@@ -1,13 +1,11 @@
 #ifndef LINSERVE_SERVER_CHECKPOINT_WRITER_H_
 #define LINSERVE_SERVER_CHECKPOINT_WRITER_H_
 
-#include <deque>
 #include <functional>
-#include <thread>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "server/common/metrics.h"
+#include "server/sessions/store_worker.h"
 #include "server/store/state_file.h"
 #include "server/store/state_store.h"
 
@@ -16,7 +14,8 @@ namespace linserve {
 // Writes sessions' state files to the store on its own thread, so that the
 // engine thread never waits for a disk (an fsync takes milliseconds). Puts and
 // deletes run in the order they were queued, so a session's latest write
-// always lands last and a delete is never undone by an older put.
+// always lands last and a delete is never undone by an older put. Its thread
+// is a StoreWorker of its own, apart from the engine's reads.
 // Thread-safe.
 class CheckpointWriter {
  public:
@@ -36,24 +35,10 @@ class CheckpointWriter {
   void Flush();
 
  private:
-  struct Job {
-    bool is_delete;
-    StoredSessionKey key;
-    SessionRecord record;
-    WriteFence fence;
-    Done done;
-  };
-
-  void Run();
-
   StateStore* const store_;
   Metrics* const metrics_;
-  absl::Mutex mu_;
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // jobs ever queued
-  uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // jobs ever finished
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  // Last: destroyed first, running what is queued while the store exists.
+  StoreWorker worker_;
 };
 
 }  // namespace linserve

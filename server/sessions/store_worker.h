@@ -10,14 +10,15 @@
 
 namespace linserve {
 
-// Runs the engine's store reads and lease calls on a thread of their own, in
-// the order they were queued. With a store several servers share, each is a
-// network round trip (Redis) that may wait behind another server's load, the
-// checkpoint writer's large writes or a stalled connection: the engine thread
-// queues them here and learns each outcome from a task it is posted, as it
-// learns of new requests, so decoding never waits for the store. FIFO order
-// keeps a session's lease calls in the order the engine made them (a release
-// before the next turn's take). Thread-safe.
+// Runs store calls on a thread of its own, in the order they were queued.
+// Two of them serve the engine: one does its reads and lease calls, the
+// checkpoint writer's does its puts and deletes (checkpoint_writer.h). With a
+// store several servers share, a read is a network round trip (Redis) that
+// may wait behind another server's load, a large write or a stalled
+// connection: the engine thread queues it here and learns the outcome from a
+// task it is posted, as it learns of new requests, so decoding never waits
+// for the store. FIFO order keeps a session's lease calls in the order the
+// engine made them (a release before the next turn's take). Thread-safe.
 class StoreWorker {
  public:
   StoreWorker();

@@ -102,6 +102,17 @@ TEST_F(RedisServersTest, RedisDownIsUnavailableAndServingResumesWhenItReturns) {
 }
 
 
+TEST_F(RedisServersTest, ARedisTimeoutOutsideItsRangeIsRefusedAtStart) {
+  for (const char* timeout : {"0", "-1", "nan", "inf", "3601"}) {
+    ProcessResult run = RunProcess({LinserveBinary(), "--model=" + DefaultModelDir(),
+                                    "--store=" + redis_->url(), "--listen=127.0.0.1:0",
+                                    "--http_listen=", "--metrics_port=-1",
+                                    std::string("--redis_timeout_seconds=") + timeout});
+    EXPECT_EQ(run.exit_code, 1) << timeout;
+    EXPECT_NE(run.err.find("is outside (0, 3600]"), std::string::npos) << run.err;
+  }
+}
+
 // The engine thread never waits for the store: with Redis stalled behind a
 // closed gate, and a session lookup stuck in it, a session turn already
 // running keeps decoding and a stateless turn runs to its end. Decided by
