@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,10 +50,13 @@ int32_t Draw(const LengthRange& range, std::mt19937_64& rng) {
 // and when, and what came back. The transport moves the requests.
 class LoadTest {
  public:
-  LoadTest(BenchTransport& transport, const BenchOptions& options, int64_t requests, bool measured,
+  // `prompt_ids`: what prompts of token ids are drawn from (token mode).
+  LoadTest(BenchTransport& transport, const BenchOptions& options,
+           const std::vector<int32_t>& prompt_ids, int64_t requests, bool measured,
            std::vector<std::string>* idle_sessions, uint64_t seed)
       : transport_(transport),
         options_(options),
+        prompt_ids_(prompt_ids),
         requests_(requests),
         measured_(measured),
         idle_sessions_(idle_sessions),
@@ -108,7 +112,15 @@ class LoadTest {
     ++sent_;
     ++in_flight_;
     BenchRequest request;
-    request.prompt = SyntheticPrompt(Draw(options_.prompt_tokens, rng_), rng_);
+    const int32_t prompt_length = Draw(options_.prompt_tokens, rng_);
+    if (options_.prompt_mode == PromptMode::kTokens) {
+      request.prompt_tokens.reserve(static_cast<size_t>(prompt_length));
+      for (int32_t i = 0; i < prompt_length; ++i) {
+        request.prompt_tokens.push_back(prompt_ids_[rng_() % prompt_ids_.size()]);
+      }
+    } else {
+      request.prompt = SyntheticPrompt(prompt_length, rng_);
+    }
     request.max_tokens = Draw(options_.output_tokens, rng_);
     request.sampling = options_.sampling;
     request.seed = options_.seed + 1 + static_cast<uint64_t>(sent_);
@@ -233,6 +245,7 @@ class LoadTest {
 
   BenchTransport& transport_;
   const BenchOptions& options_;
+  const std::vector<int32_t>& prompt_ids_;
   const int64_t requests_;
   const bool measured_;
   mutable absl::Mutex mu_;
@@ -251,8 +264,9 @@ class LoadTest {
       itl_ ABSL_GUARDED_BY(mu_), e2e_ ABSL_GUARDED_BY(mu_);
 };
 
-nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions& o) {
-  return {{"protocol", o.protocol == BenchProtocol::kHttp ? "http" : "grpc"},
+nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions& o,
+                        const BenchVocabulary& vocabulary, size_t ordinary_ids) {
+  nlohmann::json settings = {{"protocol", o.protocol == BenchProtocol::kHttp ? "http" : "grpc"},
           {"server", connection.server},
           {"mode", o.rate > 0 ? "open_loop" : "closed_loop"},
           {"concurrency", o.concurrency},
@@ -260,6 +274,7 @@ nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions&
           {"requests", o.requests},
           {"duration_s", absl::ToDoubleSeconds(o.duration)},
           {"prompt_tokens", {{"min", o.prompt_tokens.min}, {"max", o.prompt_tokens.max}}},
+          {"prompt_mode", o.prompt_mode == PromptMode::kTokens ? "tokens" : "text"},
           {"output_tokens", {{"min", o.output_tokens.min}, {"max", o.output_tokens.max}}},
           {"sessions", o.reuse_sessions ? "reuse" : "new"},
           {"warmup", o.warmup},
@@ -272,6 +287,11 @@ nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions&
             {"repetition_penalty", o.sampling.repetition_penalty},
             {"presence_penalty", o.sampling.presence_penalty},
             {"frequency_penalty", o.sampling.frequency_penalty}}}};
+  if (o.prompt_mode == PromptMode::kTokens) {
+    settings["prompt_vocabulary"] = {{"vocab_size", vocabulary.vocab_size},
+                                     {"ordinary_ids", ordinary_ids}};
+  }
+  return settings;
 }
 
 }  // namespace
@@ -290,6 +310,32 @@ absl::StatusOr<LengthRange> ParseLengthRange(const std::string& field, const std
   return range;
 }
 
+absl::StatusOr<std::vector<int32_t>> OrdinaryTokenIds(const BenchVocabulary& vocabulary) {
+  const int64_t vocab = vocabulary.vocab_size;
+  if (vocab < 1 || vocab > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the server reports vocab_size = ", vocab, ", not in [1, 2^31)"));
+  }
+  std::vector<int32_t> ids;
+  int64_t next = 0;  // the first id not yet looked at
+  for (const auto& [begin, end] : vocabulary.special_ranges) {
+    if (begin < next || end < begin || end > vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the server reports the special token range [", begin, ", ", end,
+                       "), not ascending within [0, ", vocab, ")"));
+    }
+    for (int64_t id = next; id < begin; ++id) ids.push_back(static_cast<int32_t>(id));
+    next = end;
+  }
+  for (int64_t id = next; id < vocab; ++id) ids.push_back(static_cast<int32_t>(id));
+  if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        "every id of the served model's vocabulary is special: no prompt of ordinary tokens "
+        "can be made (use --prompt_mode=text)");
+  }
+  return ids;
+}
+
 absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
                                         const BenchOptions& options) {
   if (options.rate <= 0 && options.concurrency < 1) {
@@ -302,6 +348,21 @@ absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
       options.protocol == BenchProtocol::kHttp ? MakeHttpBenchTransport(connection)
                                                : MakeGrpcBenchTransport(connection);
   if (!transport.ok()) return transport.status();
+
+  BenchVocabulary vocabulary;
+  std::vector<int32_t> prompt_ids;
+  if (options.prompt_mode == PromptMode::kTokens) {
+    absl::StatusOr<BenchVocabulary> served = (*transport)->Vocabulary();
+    if (!served.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot read the served model's vocabulary for prompts of token ids: ",
+          absl::StatusCodeToString(served.status().code()), ": ", served.status().message()));
+    }
+    vocabulary = *std::move(served);
+    absl::StatusOr<std::vector<int32_t>> ids = OrdinaryTokenIds(vocabulary);
+    if (!ids.ok()) return ids.status();
+    prompt_ids = *std::move(ids);
+  }
 
   // Closed-loop conversations exist before the clock starts, one per
   // concurrent request, where the protocol creates sessions apart from turns.
@@ -319,22 +380,25 @@ absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
     }
   }
   if (options.warmup > 0) {
-    LoadTest warmup(**transport, options, options.warmup, /*measured=*/false, &idle_sessions,
-                    options.seed ^ 0x5eed);
+    LoadTest warmup(**transport, options, prompt_ids, options.warmup, /*measured=*/false,
+                    &idle_sessions, options.seed ^ 0x5eed);
     warmup.Run();
   }
-  LoadTest measured(**transport, options, options.requests, /*measured=*/true, &idle_sessions,
-                    options.seed);
+  LoadTest measured(**transport, options, prompt_ids, options.requests, /*measured=*/true,
+                    &idle_sessions, options.seed);
   measured.Run();
-  return nlohmann::json{{"settings", Settings(connection, options)},
+  return nlohmann::json{{"settings", Settings(connection, options, vocabulary, prompt_ids.size())},
                         {"results", measured.Results()}};
 }
 
 std::string FormatBenchReport(const nlohmann::json& report) {
   const nlohmann::json& r = report["results"];
   const nlohmann::json& settings = report["settings"];
-  std::string out = absl::StrFormat("%s to %s\n", settings["protocol"].get<std::string>(),
-                                    settings["server"].get<std::string>());
+  const bool token_prompts = settings["prompt_mode"] == "tokens";
+  std::string out = absl::StrFormat(
+      "%s to %s, prompts of %s\n", settings["protocol"].get<std::string>(),
+      settings["server"].get<std::string>(),
+      token_prompts ? "random token ids (--prompt_mode=tokens)" : "words (--prompt_mode=text)");
   absl::StrAppend(
       &out, absl::StrFormat("requests: %lld sent, %lld ok, %lld failed, %lld dropped in %.2f s\n",
                             r["sent"].get<long long>(), r["ok"].get<long long>(),

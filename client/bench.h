@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,6 +29,12 @@ enum class BenchProtocol {
   kHttp,  // streamed POST /v1/completions (bench_http.h)
 };
 
+// What a prompt of --prompt_tokens=N is made of.
+enum class PromptMode {
+  kTokens,  // N random ids of the model's ordinary pieces, sent as token ids
+  kText,    // N bytes of English words (N tokens only for byte-level models)
+};
+
 struct BenchOptions {
   BenchProtocol protocol = BenchProtocol::kGrpc;
   int32_t concurrency = 8;  // closed loop: this many requests always in flight
@@ -35,6 +42,7 @@ struct BenchOptions {
   int64_t requests = 0;     // stop sending after this many; 0: after `duration`
   absl::Duration duration = absl::Seconds(30);
   LengthRange prompt_tokens;
+  PromptMode prompt_mode = PromptMode::kTokens;
   LengthRange output_tokens;    // exact: sent as max_new_tokens with ignore_eos
   bool reuse_sessions = false;  // multi-turn conversations on sessions instead of stateless calls
   int32_t warmup = 0;           // requests run, and not counted, before measuring
@@ -52,6 +60,11 @@ struct BenchOptions {
 // end-to-end latency in milliseconds).
 absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
                                         const BenchOptions& options);
+
+// The ids a prompt of token ids is drawn from: every id in [0, vocab_size)
+// outside the special ranges, ascending. InvalidArgument when none is left
+// or a range is malformed.
+absl::StatusOr<std::vector<int32_t>> OrdinaryTokenIds(const BenchVocabulary& vocabulary);
 
 // The human-readable report of RunBench's JSON.
 std::string FormatBenchReport(const nlohmann::json& report);

@@ -16,7 +16,10 @@ class BenchCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
   void Start(v1::Linserve::Stub& stub, const ConnectionOptions& connection) {
     PrepareCall(connection, request_.session_id(), context_);
     outcome_.session_id = request_.session_id();
-    outcome_.prompt_tokens = static_cast<int64_t>(request_.prompt().size());
+    // Until the server's usage says: the ids sent, or one per byte.
+    outcome_.prompt_tokens = request_.prompt_tokens_size() > 0
+                                 ? request_.prompt_tokens_size()
+                                 : static_cast<int64_t>(request_.prompt().size());
     clock_ = PieceClock(absl::Now());
     stub.async()->Generate(&context_, &request_, this);
     StartRead(&response_);
@@ -58,7 +61,12 @@ class GrpcBenchTransport : public BenchTransport {
 
   void Start(BenchRequest request, Done done) override {
     v1::GenerateRequest generate;
-    generate.set_prompt(std::move(request.prompt));
+    if (request.prompt_tokens.empty()) {
+      generate.set_prompt(std::move(request.prompt));
+    } else {
+      generate.mutable_prompt_tokens()->Add(request.prompt_tokens.begin(),
+                                            request.prompt_tokens.end());
+    }
     generate.set_max_new_tokens(request.max_tokens);
     generate.set_ignore_eos(true);
     v1::SamplingParams& sampling = *generate.mutable_sampling();
@@ -86,6 +94,23 @@ class GrpcBenchTransport : public BenchTransport {
                           status.error_message());
     }
     return session.id();
+  }
+
+  absl::StatusOr<BenchVocabulary> Vocabulary() override {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::ModelInfo info;
+    const grpc::Status status = stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    BenchVocabulary vocabulary;
+    vocabulary.vocab_size = info.vocab_size();
+    for (const v1::TokenIdRange& range : info.special_token_ranges()) {
+      vocabulary.special_ranges.emplace_back(range.begin(), range.end());
+    }
+    return vocabulary;
   }
 
  private:

@@ -16,6 +16,7 @@ namespace linserve {
 namespace {
 
 constexpr const char kCompletionsPath[] = "/v1/completions";
+constexpr const char kModelsPath[] = "/v1/models";
 
 std::string TransportFailureName(httplib::Error error) {
   switch (error) {
@@ -58,6 +59,20 @@ class HttpBenchTransport : public BenchTransport {
   }
 
   absl::StatusOr<std::string> CreateSession() override { return std::string(); }
+
+  absl::StatusOr<BenchVocabulary> Vocabulary() override {
+    const std::unique_ptr<httplib::Client> client = NewClient();
+    const httplib::Result result = client->Get(kModelsPath);
+    if (!result) {
+      return absl::UnavailableError(absl::StrCat("GET ", kModelsPath, ": ",
+                                                 httplib::to_string(result.error())));
+    }
+    if (result->status != 200) {
+      return absl::UnavailableError(
+          absl::StrCat("GET ", kModelsPath, " answered ", result->status, ": ", result->body));
+    }
+    return ParseModelsVocabulary(result->body);
+  }
 
   // Whether a client for this address can be made at all (a bad URL or
   // unreadable TLS files).
@@ -116,7 +131,10 @@ class HttpBenchTransport : public BenchTransport {
   BenchOutcome Complete(httplib::Client& client, const Job& job) const {
     BenchOutcome outcome;
     outcome.session_id = job.request.session_id;
-    outcome.prompt_tokens = static_cast<int64_t>(job.request.prompt.size());
+    // Until the server's usage says: the ids sent, or one per byte.
+    outcome.prompt_tokens = job.request.prompt_tokens.empty()
+                                ? static_cast<int64_t>(job.request.prompt.size())
+                                : static_cast<int64_t>(job.request.prompt_tokens.size());
     PieceClock clock(job.started);
     const absl::Time deadline = job.started + connection_.timeout;
 
@@ -176,7 +194,9 @@ class HttpBenchTransport : public BenchTransport {
 }  // namespace
 
 nlohmann::json CompletionRequestBody(const BenchRequest& request) {
-  nlohmann::json body = {{"prompt", request.prompt},
+  // A list of ids is a prompt of tokens, as OpenAI's completions API takes it.
+  nlohmann::json body = {{"prompt", request.prompt_tokens.empty() ? nlohmann::json(request.prompt)
+                                                                  : nlohmann::json(request.prompt_tokens)},
                          {"max_tokens", request.max_tokens},
                          {"ignore_eos", true},
                          {"temperature", request.sampling.temperature},
@@ -196,6 +216,37 @@ nlohmann::json CompletionRequestBody(const BenchRequest& request) {
     body["session"] = "new";
   }
   return body;
+}
+
+absl::StatusOr<BenchVocabulary> ParseModelsVocabulary(const std::string& body) {
+  const nlohmann::json models = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json* model = nullptr;
+  if (models.is_object() && models.contains("data") && models["data"].is_array() &&
+      !models["data"].empty() && models["data"][0].is_object()) {
+    model = &models["data"][0];
+  }
+  if (model == nullptr || !model->contains("vocab_size") ||
+      !(*model)["vocab_size"].is_number_integer()) {
+    return absl::FailedPreconditionError(
+        "GET /v1/models reports no data[0].vocab_size (not a linserve server, or an older "
+        "one): prompts of token ids need it; use --prompt_mode=text");
+  }
+  BenchVocabulary vocabulary;
+  vocabulary.vocab_size = (*model)["vocab_size"].get<int64_t>();
+  const auto ranges = model->find("special_token_ranges");
+  if (ranges == model->end()) return vocabulary;
+  const char* const kShape =
+      "GET /v1/models: data[0].special_token_ranges is not a list of {\"begin\", \"end\"}";
+  if (!ranges->is_array()) return absl::FailedPreconditionError(kShape);
+  for (const nlohmann::json& range : *ranges) {
+    if (!range.is_object() || !range.contains("begin") || !range.contains("end") ||
+        !range["begin"].is_number_integer() || !range["end"].is_number_integer()) {
+      return absl::FailedPreconditionError(kShape);
+    }
+    vocabulary.special_ranges.emplace_back(range["begin"].get<int64_t>(),
+                                           range["end"].get<int64_t>());
+  }
+  return vocabulary;
 }
 
 bool ApplyCompletionEvent(const std::string& data, PieceClock& clock, BenchOutcome& outcome) {

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<BenchTransport>> MakeHttpBenchTransport(
 // The body of a request's POST /v1/completions.
 nlohmann::json CompletionRequestBody(const BenchRequest& request);
 
+// The vocabulary GET /v1/models reports (data[0].vocab_size and
+// special_token_ranges); FAILED_PRECONDITION when it reports none.
+absl::StatusOr<BenchVocabulary> ParseModelsVocabulary(const std::string& body);
+
 // Folds one event of a completion stream (its data) into `outcome`: a piece
 // for `clock`, usage, the session; true when it was [DONE].
 bool ApplyCompletionEvent(const std::string& data, PieceClock& clock, BenchOutcome& outcome);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,9 +29,18 @@ struct BenchSampling {
   float frequency_penalty = 0.0f;
 };
 
+// The served model's vocabulary, as far as the load test's prompts of token
+// ids need it.
+struct BenchVocabulary {
+  int64_t vocab_size = 0;
+  // Ids that carry no text (BOS, EOS, unused rows), [begin, end): left out.
+  std::vector<std::pair<int64_t, int64_t>> special_ranges;
+};
+
 // One request of the load test, protocol-neutral.
 struct BenchRequest {
   std::string prompt;
+  std::vector<int32_t> prompt_tokens;  // sent instead of `prompt` when not empty
   int32_t max_tokens = 0;  // exact: sent with ignore_eos
   BenchSampling sampling;
   uint64_t seed = 0;
@@ -96,6 +106,10 @@ class BenchTransport {
   // in the first turn instead (the request then sets new_session). An
   // error's code is the gRPC code it stands for. Thread-safe.
   virtual absl::StatusOr<std::string> CreateSession() = 0;
+
+  // The served model's vocabulary: GetModelInfo over gRPC, GET /v1/models
+  // over HTTP. An error's code is the gRPC code it stands for. Thread-safe.
+  virtual absl::StatusOr<BenchVocabulary> Vocabulary() = 0;
 };
 
 }  // namespace linserve

@@ -56,7 +56,12 @@ ABSL_FLAG(int32_t, concurrency, 8, "bench: requests in flight (closed loop)");
 ABSL_FLAG(double, rate, 0, "bench: requests/s with Poisson arrivals (open loop); 0: closed loop");
 ABSL_FLAG(int64_t, requests, 0, "bench: requests to send (0: run for --duration)");
 ABSL_FLAG(double, duration, 30, "bench: seconds to send for when --requests is 0");
-ABSL_FLAG(std::string, prompt_tokens, "128", "bench: prompt length, N or MIN:MAX (uniform)");
+ABSL_FLAG(std::string, prompt_tokens, "128",
+          "bench: prompt length in tokens of the served model, N or MIN:MAX (uniform); with "
+          "--prompt_mode=text, in bytes");
+ABSL_FLAG(std::string, prompt_mode, "tokens",
+          "bench: tokens (random ids of the model's ordinary pieces, seeded, sent as token ids) "
+          "or text (English words, one byte per --prompt_tokens)");
 ABSL_FLAG(std::string, output_tokens, "128", "bench: output length, N or MIN:MAX (uniform)");
 ABSL_FLAG(std::string, sessions, "new", "bench: new (stateless calls) or reuse (multi-turn sessions)");
 ABSL_FLAG(int32_t, warmup, 0, "bench: requests run and not counted before measuring");
@@ -138,6 +143,13 @@ int Bench(ConnectionOptions connection) {
     }
   }
   o.prompt_tokens = *prompt;
+  const std::string prompt_mode = absl::GetFlag(FLAGS_prompt_mode);
+  if (prompt_mode != "tokens" && prompt_mode != "text") {
+    std::fprintf(stderr, "error: --prompt_mode = \"%s\" is not tokens or text\n",
+                 prompt_mode.c_str());
+    return 2;
+  }
+  o.prompt_mode = prompt_mode == "tokens" ? PromptMode::kTokens : PromptMode::kText;
   o.output_tokens = *output;
   const std::string sessions = absl::GetFlag(FLAGS_sessions);
   if (sessions != "new" && sessions != "reuse") {

@@ -159,6 +159,19 @@ bool Tokenizer::IsSpecial(int64_t token) const {
   return token >= 0 && token < vocab_size_ && tables_->Piece(token).empty();
 }
 
+std::vector<std::pair<int64_t, int64_t>> Tokenizer::SpecialIdRanges() const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t id = 0; id < vocab_size_; ++id) {
+    if (!IsSpecial(id)) continue;
+    if (!ranges.empty() && ranges.back().second == id) {
+      ranges.back().second = id + 1;
+    } else {
+      ranges.emplace_back(id, id + 1);
+    }
+  }
+  return ranges;
+}
+
 const std::string& Tokenizer::name() const { return tables_->name; }
 
 const std::vector<int64_t>& Tokenizer::never_sampled() const { return tables_->never_sampled; }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -66,6 +67,11 @@ class Tokenizer {
   // True for ids in [0, vocab_size) that carry no bytes: BOS, EOS and unused
   // ids. Ids outside the vocabulary are neither pieces nor special.
   bool IsSpecial(int64_t token) const;
+
+  // The ids IsSpecial holds for, as ascending, disjoint [begin, end) ranges
+  // (World: [0, 1) and [65530, 65536)): what a client leaves out when it
+  // makes up prompts of ordinary pieces. Scans the vocabulary once.
+  std::vector<std::pair<int64_t, int64_t>> SpecialIdRanges() const;
 
   // "byte" or "rwkv_world", as GetModelInfo reports it.
   const std::string& name() const;

@@ -222,6 +222,11 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   response->set_compute_dtype(facts.compute_dtype);
   response->set_prefix_cache_bytes(facts.prefix_cache_bytes);
   response->set_prefix_cache_block_tokens(static_cast<int32_t>(facts.prefill_chunk_tokens));
+  for (const auto& [begin, end] : facts.special_token_ranges) {
+    v1::TokenIdRange* range = response->add_special_token_ranges();
+    range->set_begin(static_cast<int32_t>(begin));
+    range->set_end(static_cast<int32_t>(end));
+  }
   v1::Limits* limits = response->mutable_limits();
   // Every tokenizer makes at most one token of a byte, so the byte limit on
   // the request bounds the model's work on a prompt.

@@ -168,6 +168,19 @@ HttpResponse HttpHandlers::Health() {
   return response;
 }
 
+namespace {
+
+// [{"begin": b, "end": e}, ...], as GetModelInfo's special_token_ranges.
+nlohmann::json SpecialTokenRanges(const ModelFacts& facts) {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const auto& [begin, end] : facts.special_token_ranges) {
+    ranges.push_back({{"begin", begin}, {"end", end}});
+  }
+  return ranges;
+}
+
+}  // namespace
+
 HttpResponse HttpHandlers::Models(const HttpRequest& req) {
   constexpr char kMethod[] = "Models";
   absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
@@ -184,7 +197,9 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req) {
                               {"fingerprint", facts.fingerprint},
                               {"architecture", facts.architecture},
                               {"tokenizer", facts.tokenizer},
-                              {"state_bytes_per_session", facts.state_bytes_per_session}}})}});
+                              {"state_bytes_per_session", facts.state_bytes_per_session},
+                              {"vocab_size", facts.vocab_size},
+                              {"special_token_ranges", SpecialTokenRanges(facts)}}})}});
 }
 
 HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {

@@ -46,6 +46,7 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.adds_bos = model.tokenizer().add_bos();
   facts.prefill_chunk_tokens = model.prefill_chunk_size();
   facts.token_codec = std::make_shared<const Tokenizer>(model.tokenizer());
+  facts.special_token_ranges = model.tokenizer().SpecialIdRanges();
   // A growing state (the softmax baseline's KV cache) would make a snapshot
   // cost as much as the prefix it saves: such a model gets no cache.
   facts.prefix_cache_bytes = facts.state_grows ? 0 : options.prefix_cache_bytes;
@@ -571,7 +572,9 @@ void Scheduler::ExportSession(std::string tenant, std::string id, Done<std::stri
 
 void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done) {
   impl_->Post([impl = impl_.get(), tenant = std::move(tenant), record = std::move(record),
-               done = std::move(done)] { impl->commands().Import(tenant, record, done); });
+               done = std::move(done)]() mutable {
+    impl->commands().Import(tenant, std::move(record), done);
+  });
 }
 
 void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,8 @@ struct ModelFacts {
   bool adds_bos = false;                // a fresh state starts with BOS
   int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill
   int64_t prefix_cache_bytes = 0;       // the cache's bound; 0: off
+  // Ids that carry no text, [begin, end) (Tokenizer::SpecialIdRanges).
+  std::vector<std::pair<int64_t, int64_t>> special_token_ranges;
   // The model's tokenizer (immutable, thread-safe), for transports that count
   // or convert tokens themselves (the HTTP API's /tokenize).
   std::shared_ptr<const Tokenizer> token_codec;

@@ -71,6 +71,34 @@ TEST(CompletionRequestBodyTest, StreamsWithUsageAndNamesTheSession) {
   EXPECT_EQ(CompletionRequestBody(request)["session_id"], "s1");
 }
 
+TEST(CompletionRequestBodyTest, APromptOfTokenIdsIsAListOfIds) {
+  BenchRequest request;
+  request.prompt_tokens = {17, 0, 255};
+  request.max_tokens = 4;
+  EXPECT_EQ(CompletionRequestBody(request)["prompt"], nlohmann::json::array({17, 0, 255}));
+  request.prompt_tokens = {42};  // one id is still a list, not a string
+  EXPECT_EQ(CompletionRequestBody(request)["prompt"], nlohmann::json::array({42}));
+}
+
+TEST(ParseModelsVocabularyTest, ReadsTheSizeAndTheSpecialRanges) {
+  absl::StatusOr<BenchVocabulary> v = ParseModelsVocabulary(
+      R"({"object":"list","data":[{"id":"m","vocab_size":65536,)"
+      R"("special_token_ranges":[{"begin":0,"end":1},{"begin":65530,"end":65536}]}]})");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->vocab_size, 65536);
+  EXPECT_EQ(v->special_ranges,
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {65530, 65536}}));
+  // A server that reports no vocabulary cannot take prompts of ids from the
+  // bench: the error says what to do instead.
+  for (const char* body : {R"({"object":"list","data":[{"id":"m"}]})", "{}", "not json",
+                           R"({"data":[{"vocab_size":5,"special_token_ranges":[[0,1]]}]})"}) {
+    absl::StatusOr<BenchVocabulary> bad = ParseModelsVocabulary(body);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition) << body;
+  }
+  EXPECT_NE(ParseModelsVocabulary("{}").status().message().find("--prompt_mode=text"),
+            std::string::npos);
+}
+
 TEST(ApplyCompletionEventTest, PiecesUsageSessionAndDone) {
   BenchOutcome outcome;
   PieceClock clock(absl::Now());

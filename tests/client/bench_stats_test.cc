@@ -39,5 +39,29 @@ TEST(LengthRangeTest, ParsesOneNumberOrARange) {
   }
 }
 
+// Prompts of token ids are drawn from every id but the special ones.
+TEST(OrdinaryTokenIdsTest, EveryIdOutsideTheSpecialRanges) {
+  BenchVocabulary world{65536, {{0, 1}, {65530, 65536}}};
+  absl::StatusOr<std::vector<int32_t>> ids = OrdinaryTokenIds(world);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(ids->size(), 65529u);
+  EXPECT_EQ(ids->front(), 1);
+  EXPECT_EQ(ids->back(), 65529);
+  BenchVocabulary bytes{258, {{256, 258}}};
+  ids = OrdinaryTokenIds(bytes);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->size(), 256u);
+  EXPECT_EQ(ids->back(), 255);
+  EXPECT_EQ(OrdinaryTokenIds({300, {}})->size(), 300u);
+
+  // What no prompt can be made from, and ranges out of order or bounds.
+  for (const BenchVocabulary& bad :
+       {BenchVocabulary{0, {}}, BenchVocabulary{4, {{0, 4}}}, BenchVocabulary{9, {{5, 6}, {1, 2}}},
+        BenchVocabulary{9, {{3, 2}}}, BenchVocabulary{9, {{8, 10}}}}) {
+    EXPECT_EQ(OrdinaryTokenIds(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.vocab_size;
+  }
+}
+
 }  // namespace
 }  // namespace linserve

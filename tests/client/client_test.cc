@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -171,11 +172,20 @@ TEST(ClientTest, BenchOverHttpCountsEveryRequestAndItsTokens) {
     for (const char* key : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) ExpectOrdered(r[key], key);
   }
 
-  // No server: every request fails as the gRPC path names it.
+  // No server: prompts of token ids cannot be made without the model's
+  // vocabulary, which the bench says before it starts; prompts of text go
+  // out, and every request fails as the gRPC path names it.
   server->Signal(SIGKILL);
   server->Wait();
-  ProcessResult gone = Client(*server, {"bench", "--protocol=http", http, "--requests=3",
-                                        "--concurrency=1", "--progress=false", "--json=" + json});
+  ProcessResult no_vocabulary = Client(*server, {"bench", "--protocol=http", http, "--requests=3",
+                                                 "--progress=false", "--json=" + json});
+  EXPECT_EQ(no_vocabulary.exit_code, 2);
+  EXPECT_NE(no_vocabulary.err.find("cannot read the served model's vocabulary"),
+            std::string::npos)
+      << no_vocabulary.err;
+  ProcessResult gone =
+      Client(*server, {"bench", "--protocol=http", http, "--prompt_mode=text", "--requests=3",
+                       "--concurrency=1", "--progress=false", "--json=" + json});
   ASSERT_EQ(gone.exit_code, 0) << gone.err;
   const nlohmann::json r = ReadJson(json)["results"];
   EXPECT_EQ(r["failed"].get<int64_t>(), 3);
@@ -210,6 +220,103 @@ TEST(ClientTest, BenchSendsTheSamplingFlagsOverBothProtocols) {
     const nlohmann::json r = ReadJson(json)["results"];
     EXPECT_EQ(r["failed"].get<int64_t>(), 3) << protocol << "\n" << refused.out;
   }
+}
+
+// --prompt_tokens=N is N tokens of the served model on both protocols: the
+// server's own usage counts exactly N per request, none of them special.
+TEST(ClientTest, BenchPromptsAreTokensOfTheServedModelOverBothProtocols) {
+  constexpr int kMaxPromptBytes = 64;
+  auto started = ServerProcess::Start({"--model=" + ModelDir(),
+                                       "--store_dir=" + FreshDir("client-bench-tokens"),
+                                       "--max_prompt_bytes=" + std::to_string(kMaxPromptBytes)});
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const std::string json = FreshDir("client-bench-tokens-json") + "/bench.json";
+  const std::string http = "--http_server=127.0.0.1:" + std::to_string(server.http_port());
+
+  // Both protocols report the same vocabulary: its size and the ids that
+  // carry no text.
+  auto stub = server.Stub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  ASSERT_GT(info.special_token_ranges_size(), 0);  // the tiny model's BOS and EOS
+  HttpTestClient client(server.http_port());
+  const HttpReply models = client.Get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  const nlohmann::json& model = models.json["data"][0];
+  EXPECT_EQ(model["vocab_size"].get<int64_t>(), info.vocab_size());
+  ASSERT_EQ(model["special_token_ranges"].size(),
+            static_cast<size_t>(info.special_token_ranges_size()));
+  for (int i = 0; i < info.special_token_ranges_size(); ++i) {
+    EXPECT_EQ(model["special_token_ranges"][i]["begin"], info.special_token_ranges(i).begin());
+    EXPECT_EQ(model["special_token_ranges"][i]["end"], info.special_token_ranges(i).end());
+  }
+
+  for (const char* protocol : {"--protocol=grpc", "--protocol=http"}) {
+    for (const char* sessions : {"--sessions=new", "--sessions=reuse"}) {
+      ProcessResult run = Client(server, {"bench", protocol, http, sessions, "--requests=6",
+                                          "--concurrency=2", "--prompt_tokens=24",
+                                          "--output_tokens=4", "--progress=false",
+                                          "--json=" + json});
+      ASSERT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_NE(run.out.find("prompts of random token ids"), std::string::npos) << run.out;
+      const nlohmann::json report = ReadJson(json);
+      EXPECT_EQ(report["settings"]["prompt_mode"], "tokens");
+      EXPECT_EQ(report["settings"]["prompt_vocabulary"]["vocab_size"].get<int64_t>(),
+                info.vocab_size());
+      const nlohmann::json& r = report["results"];
+      ASSERT_EQ(r["ok"].get<int64_t>(), 6) << protocol << " " << sessions << "\n" << run.out;
+      // A continued turn also feeds the token its last turn sampled: 6 turns
+      // on 2 conversations continue 4 times.
+      const bool reuse = std::string(sessions) == "--sessions=reuse";
+      EXPECT_EQ(r["prompt_tokens_total"].get<int64_t>(), 6 * 24 + (reuse ? 4 : 0))
+          << protocol << " " << sessions;
+    }
+  }
+
+  // The text mode stays, labelled: N bytes of words, which the tiny byte
+  // model counts as N tokens and a BOS.
+  ProcessResult text = Client(server, {"bench", "--prompt_mode=text", "--requests=4",
+                                       "--concurrency=2", "--prompt_tokens=24",
+                                       "--output_tokens=4", "--progress=false",
+                                       "--json=" + json});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("prompts of words"), std::string::npos) << text.out;
+  EXPECT_EQ(ReadJson(json)["settings"]["prompt_mode"], "text");
+  EXPECT_FALSE(ReadJson(json)["settings"].contains("prompt_vocabulary"));
+  ProcessResult bad_mode = Client(server, {"bench", "--prompt_mode=bytes", "--requests=1"});
+  EXPECT_EQ(bad_mode.exit_code, 2);
+  EXPECT_NE(bad_mode.err.find("--prompt_mode"), std::string::npos) << bad_mode.err;
+
+  // Over HTTP a prompt of ids outside [0, vocab), or more of them than the
+  // prompt limit, is a 400 that names the field.
+  const int vocab = info.vocab_size();
+  for (const nlohmann::json& prompt :
+       {nlohmann::json::array({1, 2, vocab}), nlohmann::json::array({1, -1}),
+        nlohmann::json(std::vector<int>(kMaxPromptBytes + 1, 1))}) {
+    const HttpReply refused =
+        client.Post("/v1/completions", nlohmann::json{{"prompt", prompt}, {"max_tokens", 2}});
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_EQ(refused.json["error"]["param"], "prompt") << refused.body;
+    EXPECT_NE(refused.json["error"]["message"].get<std::string>().find("prompt"),
+              std::string::npos)
+        << refused.body;
+  }
+  const HttpReply out_of_range = client.Post(
+      "/v1/completions", nlohmann::json{{"prompt", {1, 2, vocab}}, {"max_tokens", 2}});
+  EXPECT_NE(out_of_range.json["error"]["message"].get<std::string>().find(
+                "prompt[2] = " + std::to_string(vocab) + " is outside [0, " +
+                std::to_string(vocab) + ")"),
+            std::string::npos)
+      << out_of_range.body;
+  const HttpReply too_many = client.Post(
+      "/v1/completions",
+      nlohmann::json{{"prompt", std::vector<int>(kMaxPromptBytes + 1, 1)}, {"max_tokens", 2}});
+  EXPECT_NE(too_many.json["error"]["message"].get<std::string>().find(
+                "at most " + std::to_string(kMaxPromptBytes)),
+            std::string::npos)
+      << too_many.body;
 }
 
 TEST(ClientTest, AServerKilledMidRunShowsUpAsFailuresNotACrash) {

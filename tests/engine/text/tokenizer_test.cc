@@ -67,6 +67,10 @@ TEST(TokenizerTest, AConfigTokenizerMasksNothing) {
   EXPECT_EQ(tokenizer.name(), "byte");
   EXPECT_TRUE(tokenizer.never_sampled().empty());
   EXPECT_TRUE(tokenizer.IsSpecial(299));
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(tokenizer.SpecialIdRanges(), (Ranges{{256, 300}}));
+  EXPECT_EQ(Tokenizer::Bytes(256).SpecialIdRanges(), Ranges{});
+  EXPECT_EQ(Tokenizer::Bytes(260).SpecialIdRanges(), (Ranges{{256, 260}}));
 }
 
 TEST(TokenizerTest, BytesHasNoSpecialIds) {

@@ -61,6 +61,9 @@ TEST_F(WorldTokenizerTest, DescribesItself) {
   EXPECT_EQ(tokenizer().vocab_size(), kVocabSize);
   EXPECT_EQ(tokenizer().never_sampled(),
             (std::vector<int64_t>{65530, 65531, 65532, 65533, 65534, 65535}));
+  // EOS, then the rows past the vocabulary's last id.
+  EXPECT_EQ(tokenizer().SpecialIdRanges(),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {kLastId + 1, kVocabSize}}));
 }
 
 TEST_F(WorldTokenizerTest, EveryLineDecodesToItsLength) {
