@@ -32,6 +32,7 @@
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
 #include "bench/rwkv7_measure.h"
+#include "bench/sampling_measure.h"
 #include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
 
@@ -64,6 +65,9 @@ ABSL_FLAG(int32_t, rwkv7_repeats, 3,
           "repeats of the RWKV-7 decode timings (4 single steps per batch size each)");
 ABSL_FLAG(int32_t, rwkv7_prefill_repeats, 3, "repeats of the RWKV-7 chunked prefill");
 ABSL_FLAG(std::string, device, "cpu", "where the engine runs: cpu, cuda or cuda:N");
+ABSL_FLAG(int64_t, sampling_vocab, 65536,
+          "vocabulary of the sampling section (0 leaves the section out)");
+ABSL_FLAG(int32_t, sampling_repeats, 200, "rows per setting of the sampling section");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -469,7 +473,8 @@ nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
   return j;
 }
 
-int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, bool json) {
+int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64_t sampling_vocab,
+        int32_t sampling_repeats, bool json) {
   const auto start = std::chrono::steady_clock::now();
   // Tables go out as each section finishes, so a long run shows them early.
   auto print = [json](auto&& print_section) {
@@ -520,12 +525,20 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, bool 
     print([&] { PrintRwkv7(rwkv7_rows, bandwidth, rwkv7); });
   }
 
+  std::vector<SamplingRow> sampling;
+  if (sampling_vocab > 0) {
+    std::cerr << "sampling" << std::endl;
+    sampling = MeasureSampling(sampling_vocab, sampling_repeats);
+    print([&] { PrintSampling(sampling, sampling_vocab, sampling_repeats); });
+  }
+
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print([&] { absl::PrintF("run time: %.0f s\n", seconds); });
   if (json) {
     nlohmann::json report = ToJson(machine, peak, options, decode, states, prefill, batched);
     if (!rwkv7.shapes.empty()) report["rwkv7"] = Rwkv7Json(rwkv7_rows, bandwidth, rwkv7);
+    if (sampling_vocab > 0) report["sampling"] = SamplingJson(sampling, sampling_vocab);
     report["run_seconds"] = seconds;
     absl::PrintF("%s\n", report.dump(2));
   }
@@ -550,15 +563,20 @@ int main(int argc, char** argv) {
   absl::StatusOr<linserve::EngineBenchOptions> options = linserve::OptionsFromFlags();
   absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
       options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();
-  if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty()) {
-    rwkv7 = absl::InvalidArgumentError("--kinds and --rwkv7_shapes are both empty");
+  if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty() &&
+      absl::GetFlag(FLAGS_sampling_vocab) <= 0) {
+    rwkv7 = absl::InvalidArgumentError(
+        "--kinds and --rwkv7_shapes are both empty and --sampling_vocab is 0");
   }
   if (!rwkv7.ok()) {
     std::cerr << rwkv7.status().message() << std::endl;
     return 2;
   }
   try {
-    return linserve::Run(*options, *rwkv7, absl::GetFlag(FLAGS_json));
+    const bool quick = absl::GetFlag(FLAGS_quick);
+    return linserve::Run(*options, *rwkv7, absl::GetFlag(FLAGS_sampling_vocab),
+                         quick ? 5 : std::max(1, absl::GetFlag(FLAGS_sampling_repeats)),
+                         absl::GetFlag(FLAGS_json));
   } catch (const c10::Error& e) {
     std::cerr << "engine error: " << e.what_without_backtrace() << std::endl;
     return 1;

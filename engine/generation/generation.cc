@@ -29,20 +29,21 @@ Generation::Generation(const Tokenizer& tokenizer, SamplingParams params,
       text_(tokenizer, params.stop),
       history_(std::move(prompt)) {}
 
-absl::Span<const float> Generation::Sampleable(absl::Span<const float> logits) {
-  // Byte models have nothing to mask: no copy at all.
-  if (never_sampled_.empty()) return logits;
-  masked_logits_.assign(logits.begin(), logits.end());
-  for (int64_t id : never_sampled_) {
-    if (id < static_cast<int64_t>(masked_logits_.size())) {
-      masked_logits_[id] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  return masked_logits_;
+Generation::Step Generation::Next(absl::Span<const float> logits) {
+  copy_.assign(logits.begin(), logits.end());
+  return NextInPlace(absl::MakeSpan(copy_));
 }
 
-Generation::Step Generation::Next(absl::Span<const float> logits) {
-  Step step{sampler_.Sample(Sampleable(logits), history_), "", FinishReason::kNone};
+Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  masked_.clear();
+  for (int64_t id : never_sampled_) {
+    if (id >= static_cast<int64_t>(logits.size())) break;  // ascending
+    masked_.push_back(logits[id]);
+    logits[id] = kMinusInf;
+  }
+  Step step{sampler_.SampleInPlace(logits, history_), "", FinishReason::kNone};
+  for (size_t i = 0; i < masked_.size(); ++i) logits[never_sampled_[i]] = masked_[i];
   history_.push_back(step.token);
   ++generated_;
   TextOutput::Piece piece = text_.PushToken(step.token);

@@ -44,6 +44,10 @@ class Generation {
   // never one of the tokenizer's never_sampled() ids. Must not be called once
   // finished().
   Step Next(absl::Span<const float> logits);
+  // The same without a copy of the row: the mask and the penalties are
+  // applied in place and undone before it returns, so the row ends as it
+  // began. Rows of different generations may be sampled in parallel.
+  Step NextInPlace(absl::Span<float> logits);
 
   // Ends a generation from outside (cancellation): the text held back as a
   // possible stop prefix or an incomplete character.
@@ -57,12 +61,10 @@ class Generation {
   Sampler& sampler() { return sampler_; }
 
  private:
-  // `logits`, or a copy of it with the never_sampled ids at -inf.
-  absl::Span<const float> Sampleable(absl::Span<const float> logits);
-
   const int64_t eos_id_;  // -1: the vocabulary has none
   const std::vector<int64_t> never_sampled_;
-  std::vector<float> masked_logits_;  // scratch for Sampleable, reused across steps
+  std::vector<float> copy_;    // Next's row, reused across steps
+  std::vector<float> masked_;  // the logits NextInPlace masked, to put back
   const int32_t max_new_tokens_;
   const bool ignore_eos_;
   Sampler sampler_;

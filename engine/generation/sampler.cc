@@ -5,9 +5,12 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "engine/cpu/cpu_kernels.h"
+#include "engine/generation/sampling_kernel.h"
 
 namespace linserve {
 namespace {
@@ -37,17 +40,12 @@ absl::Status CheckInt(const char* field, int64_t value, int64_t lo, int64_t hi) 
       absl::StrCat(field, " = ", value, " is outside [", lo, ", ", hi, "]"));
 }
 
-// Descending weight, then ascending id: a total order, so sorting is
-// deterministic.
-template <typename Candidate>
-bool MoreProbable(const Candidate& a, const Candidate& b) {
-  return a.weight > b.weight || (a.weight == b.weight && a.id < b.id);
-}
-
 // Applies the penalties using `counts` (all zero on entry, left all zero) as
 // the per-token occurrence table, so the sampler can reuse it across calls.
+// Each penalised id's logit before the change goes to `saved`, if given.
 void ApplyPenaltiesWithCounts(const SamplingParams& params, absl::Span<const int64_t> history,
-                              absl::Span<float> logits, std::vector<int32_t>& counts) {
+                              absl::Span<float> logits, std::vector<int32_t>& counts,
+                              std::vector<std::pair<int64_t, float>>* saved) {
   if (params.repetition_penalty == 1.0f && params.presence_penalty == 0.0f &&
       params.frequency_penalty == 0.0f) {
     return;
@@ -62,11 +60,48 @@ void ApplyPenaltiesWithCounts(const SamplingParams& params, absl::Span<const int
   for (int64_t token : history) {
     if (token < 0 || token >= vocab || counts[token] == 0) continue;
     float& logit = logits[token];
+    if (saved != nullptr) saved->emplace_back(token, logit);
     logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
     logit -= static_cast<float>(counts[token]) * params.frequency_penalty;
     logit -= params.presence_penalty;
     counts[token] = 0;
   }
+}
+
+// The sampling passes of the kernel family in force.
+struct SamplingKernels {
+  float (*max)(const float*, int64_t);
+  void (*weights)(const SamplingWeightsArgs&);
+  int64_t (*select)(const float*, int64_t, float, int32_t*);
+};
+
+const SamplingKernels& Kernels() {
+  static const SamplingKernels kernels = [] {
+    switch (ActiveCpuKernels()) {
+      case CpuKernels::kAvx512:
+        return SamplingKernels{SamplingMaxAvx512, SamplingWeightsAvx512, SamplingSelectAvx512};
+      case CpuKernels::kAvx2:
+        return SamplingKernels{SamplingMaxAvx2, SamplingWeightsAvx2, SamplingSelectAvx2};
+      case CpuKernels::kPortable:
+        break;
+    }
+    return SamplingKernels{SamplingMaxPortable, SamplingWeightsPortable, SamplingSelectPortable};
+  }();
+  return kernels;
+}
+
+// Where top-k and top-p look, most selective first: the ids whose weight is
+// at least a power of two of the top token's (which is 1). The first that
+// holds the top k, or a mass that reaches top_p, is taken; the last resort is
+// every positive weight. Each try is one vectorized pass over the weights.
+constexpr float kSelectThresholds[] = {0x1p-1f, 0x1p-3f, 0x1p-6f, 0x1p-10f, 0x1p-15f, 0x1p-22f,
+                                       std::numeric_limits<float>::denorm_min()};
+constexpr int kSelectTries = sizeof(kSelectThresholds) / sizeof(kSelectThresholds[0]);
+
+// Descending weight, then ascending id: a total order.
+template <typename Candidate>
+bool MoreProbable(const Candidate& a, const Candidate& b) {
+  return a.weight > b.weight || (a.weight == b.weight && a.index < b.index);
 }
 
 }  // namespace
@@ -107,7 +142,7 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, const Sampling
 void ApplyPenalties(const SamplingParams& params, absl::Span<const int64_t> history,
                     absl::Span<float> logits) {
   std::vector<int32_t> counts(logits.size(), 0);
-  ApplyPenaltiesWithCounts(params, history, logits, counts);
+  ApplyPenaltiesWithCounts(params, history, logits, counts, nullptr);
 }
 
 double UniformDraw(uint64_t seed, uint64_t draw) {
@@ -130,117 +165,247 @@ void Sampler::set_rng_state(const SamplerRngState& state) {
 }
 
 int64_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int64_t> history) {
-  BuildCandidates(logits, history);
-  const double u = UniformDraw(params_.seed, draws_++);
-  double total = 0.0;
-  for (const Candidate& c : candidates_) total += c.weight;
-  // Inverse CDF; every candidate has weight > 0, so whichever is hit, and the
-  // last one that rounding may fall through to, has non-zero probability.
-  const double target = u * total;
-  double cumulative = 0.0;
-  for (const Candidate& c : candidates_) {
-    cumulative += c.weight;
-    if (target < cumulative) return c.id;
-  }
-  return candidates_.back().id;
+  copy_.assign(logits.begin(), logits.end());
+  return SampleInPlace(absl::MakeSpan(copy_), history);
+}
+
+int64_t Sampler::SampleInPlace(absl::Span<float> logits, absl::Span<const int64_t> history) {
+  Patch(logits, history);
+  const Kept kept = Filter(logits);
+  const int64_t token = Draw(kept, UniformDraw(params_.seed, draws_++));
+  Unpatch(logits);
+  return token;
 }
 
 std::vector<TokenProbability> Sampler::Probabilities(absl::Span<const float> logits,
                                                      absl::Span<const int64_t> history) {
-  BuildCandidates(logits, history);
-  SortCandidates();
-  double total = 0.0;
-  for (const Candidate& c : candidates_) total += c.weight;
+  copy_.assign(logits.begin(), logits.end());
+  Patch(absl::MakeSpan(copy_), history);
+  const Kept kept = Filter(copy_);
   std::vector<TokenProbability> result;
-  result.reserve(candidates_.size());
-  for (const Candidate& c : candidates_) result.push_back({c.id, c.weight / total});
+  if (kept.single) {
+    result.push_back({kept.token, 1.0});
+    return result;
+  }
+  if (kept.all) {
+    for (size_t id = 0; id < weights_.size(); ++id) {
+      if (weights_[id] > 0.0f) result.push_back({static_cast<int64_t>(id), weights_[id]});
+    }
+  } else {
+    for (size_t i = 0; i < selected_.size(); ++i) {
+      if (keep_[i]) result.push_back({selected_[i], weights_[selected_[i]]});
+    }
+  }
+  double total = 0.0;
+  for (const TokenProbability& p : result) total += p.probability;
+  for (TokenProbability& p : result) p.probability /= total;
+  std::sort(result.begin(), result.end(), [](const TokenProbability& a, const TokenProbability& b) {
+    return a.probability > b.probability || (a.probability == b.probability && a.token < b.token);
+  });
   return result;
 }
 
-void Sampler::BuildCandidates(absl::Span<const float> logits, absl::Span<const int64_t> history) {
-  logits_.assign(logits.begin(), logits.end());
-  ApplyPenaltiesWithCounts(params_, history, absl::MakeSpan(logits_), counts_);
-  candidates_.clear();
-  sorted_ = true;
+void Sampler::Patch(absl::Span<float> logits, absl::Span<const int64_t> history) {
+  saved_.clear();
+  ApplyPenaltiesWithCounts(params_, history, logits, counts_, &saved_);
+}
 
-  // Strict comparisons skip NaN; the lowest id wins ties.
-  float max_logit = -kInf;
-  int32_t argmax = 0;
-  for (size_t i = 0; i < logits_.size(); ++i) {
-    if (logits_[i] > max_logit) {
-      max_logit = logits_[i];
-      argmax = static_cast<int32_t>(i);
-    }
-  }
+void Sampler::Unpatch(absl::Span<float> logits) {
+  for (const auto& [id, logit] : saved_) logits[id] = logit;
+  saved_.clear();
+}
+
+Sampler::Kept Sampler::Filter(absl::Span<const float> logits) {
+  const SamplingKernels& kernels = Kernels();
+  const auto n = static_cast<int64_t>(logits.size());
+  const float max_logit = kernels.max(logits.data(), n);
+  Kept kept;
   if (params_.temperature == 0.0f || max_logit == -kInf) {
-    candidates_.push_back({1.0, argmax});
-    return;
-  }
-  if (max_logit == kInf) {
-    // +inf outweighs everything finite: share the mass among the +inf ids.
-    for (size_t i = 0; i < logits_.size(); ++i) {
-      if (logits_[i] == kInf) candidates_.push_back({1.0, static_cast<int32_t>(i)});
+    // Greedy, or no distribution at all (every logit -inf or NaN: id 0).
+    kept.single = true;
+    if (max_logit > -kInf) {
+      kept.token = std::find(logits.begin(), logits.end(), max_logit) - logits.begin();
     }
-  } else {
-    // Subtracting the max before dividing keeps a tiny temperature from
-    // overflowing; exp's argument is <= 0 and exactly 0 for the top token.
-    const double temperature = params_.temperature;
-    for (size_t i = 0; i < logits_.size(); ++i) {
-      if (!(logits_[i] > -kInf)) continue;  // -inf or NaN
-      const double weight = std::exp((static_cast<double>(logits_[i]) - max_logit) / temperature);
-      if (weight > 0.0) candidates_.push_back({weight, static_cast<int32_t>(i)});
-    }
+    return kept;
   }
-  sorted_ = candidates_.size() <= 1;
-  KeepTopK();
-  KeepTopP();
-  KeepMinP();
-}
+  if (max_logit == kInf) return FilterInfinite(logits);
 
-void Sampler::SortCandidates() {
-  if (sorted_) return;
-  std::sort(candidates_.begin(), candidates_.end(), MoreProbable<Candidate>);
-  sorted_ = true;
-}
+  const bool top_k = params_.top_k > 0 && params_.top_k < n;
+  const bool top_p = params_.top_p < 1.0f;
+  weights_.resize(n);
+  block_sums_.resize((n + kSamplingBlock - 1) / kSamplingBlock);
+  SamplingWeightsArgs args;
+  args.logits = logits.data();
+  args.n = n;
+  args.max_logit = max_logit;
+  args.temperature = params_.temperature;
+  // min_p keeps p >= min_p p_max, and the top token's weight is exactly 1.
+  // Filtered, it applies after top-k and top-p, which need the whole mass.
+  args.floor = top_k || top_p ? 0.0f : params_.min_p;
+  args.weights = weights_.data();
+  args.block_sums = block_sums_.data();
+  kernels.weights(args);
+  if (!top_k && !top_p) {
+    kept.all = true;
+    return kept;
+  }
 
-// Exactly k survive; ties at the boundary go to the lowest ids.
-void Sampler::KeepTopK() {
-  const size_t k = static_cast<size_t>(params_.top_k);
-  if (k == 0 || k >= candidates_.size()) return;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
-                    MoreProbable<Candidate>);
-  candidates_.resize(k);
-  sorted_ = true;
-}
-
-// The smallest most-probable prefix whose mass reaches top_p of the total.
-void Sampler::KeepTopP() {
-  if (params_.top_p >= 1.0f || candidates_.size() <= 1) return;
-  SortCandidates();
   double total = 0.0;
-  for (const Candidate& c : candidates_) total += c.weight;
-  const double threshold = static_cast<double>(params_.top_p) * total;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    cumulative += candidates_[i].weight;
-    if (cumulative >= threshold) {
-      candidates_.resize(i + 1);
-      return;
+  for (double sum : block_sums_) total += sum;
+  for (int t = 0;; ++t) {
+    const bool last = t + 1 == kSelectTries;
+    SelectAtLeast(kSelectThresholds[t]);
+    auto count = static_cast<int64_t>(order_.size());
+    if (top_k && count < params_.top_k && !last) continue;
+    if (top_k) count = KeepTopK(count);
+    if (top_p) {
+      double mass = 0.0;
+      for (int64_t i = 0; i < count; ++i) mass += order_[i].weight;
+      // After top-k, top_p is a share of what top-k kept.
+      const double threshold = params_.top_p * (top_k ? mass : total);
+      if (mass < threshold && !last) continue;
+      count = KeepTopP(count, threshold);
     }
+    keep_.assign(selected_.size(), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      if (order_[i].weight >= params_.min_p) keep_[order_[i].index] = 1;
+    }
+    return kept;
   }
 }
 
-// p < min_p * p_max  <=>  weight < min_p * max weight: normalisation cancels,
-// so running after top_k/top_p gives the same set as on the full distribution.
-void Sampler::KeepMinP() {
-  if (params_.min_p <= 0.0f || candidates_.size() <= 1) return;
-  double max_weight = 0.0;
-  for (const Candidate& c : candidates_) max_weight = std::max(max_weight, c.weight);
-  const double threshold = static_cast<double>(params_.min_p) * max_weight;
-  candidates_.erase(
-      std::remove_if(candidates_.begin(), candidates_.end(),
-                     [threshold](const Candidate& c) { return c.weight < threshold; }),
-      candidates_.end());
+// +inf outweighs everything finite: the mass is shared among the +inf ids,
+// equally, so their order is their ids'.
+Sampler::Kept Sampler::FilterInfinite(absl::Span<const float> logits) {
+  const auto n = static_cast<int64_t>(logits.size());
+  weights_.assign(n, 0.0f);
+  selected_.clear();
+  for (int64_t id = 0; id < n; ++id) {
+    if (logits[id] == kInf) {
+      weights_[id] = 1.0f;
+      selected_.push_back(static_cast<int32_t>(id));
+    }
+  }
+  auto count = static_cast<int64_t>(selected_.size());
+  if (params_.top_k > 0) count = std::min<int64_t>(count, params_.top_k);
+  if (params_.top_p < 1.0f) {
+    const double threshold = static_cast<double>(params_.top_p) * static_cast<double>(count);
+    int64_t reach = 1;
+    while (static_cast<double>(reach) < threshold) ++reach;
+    count = reach;
+  }
+  keep_.assign(selected_.size(), 0);
+  std::fill(keep_.begin(), keep_.begin() + count, 1);
+  return Kept{};
+}
+
+void Sampler::SelectAtLeast(float threshold) {
+  const auto n = static_cast<int64_t>(weights_.size());
+  selected_.resize(n);
+  selected_.resize(Kernels().select(weights_.data(), n, threshold, selected_.data()));
+  order_.clear();
+  for (size_t i = 0; i < selected_.size(); ++i) {
+    order_.push_back({weights_[selected_[i]], static_cast<int32_t>(i)});
+  }
+}
+
+// Exactly k survive, at the front of order_; ties at the boundary go to the
+// lowest ids.
+int64_t Sampler::KeepTopK(int64_t count) {
+  const int64_t k = params_.top_k;
+  if (k >= count) return count;
+  std::nth_element(order_.begin(), order_.begin() + (k - 1), order_.begin() + count,
+                   MoreProbable<Candidate>);
+  return k;
+}
+
+// The smallest most-probable prefix whose mass reaches `threshold`, moved to
+// the front of order_ by quickselect on mass: each round partitions the
+// undecided range around a pivot and keeps the side where the threshold is
+// crossed, so the work is linear in the candidates rather than a sort's
+// n log n. The sums run in another order than a sorted walk: a boundary
+// within rounding of the threshold may fall one token apart.
+int64_t Sampler::KeepTopP(int64_t count, double threshold) {
+  constexpr int64_t kSortBelow = 16;
+  auto more = MoreProbable<Candidate>;
+  const auto begin = order_.begin();
+  int64_t lo = 0, hi = count;
+  double reached = 0.0;  // the mass of order_[0, lo), all more probable than the rest
+  while (hi - lo > kSortBelow) {
+    Candidate& a = order_[lo];
+    Candidate& b = order_[lo + (hi - lo) / 2];
+    Candidate& c = order_[hi - 1];
+    // The median of three as the pivot.
+    const Candidate pivot = more(a, b) ? (more(b, c) ? b : (more(a, c) ? c : a))
+                                       : (more(a, c) ? a : (more(b, c) ? c : b));
+    const auto split = std::partition(begin + lo, begin + hi,
+                                      [&](const Candidate& x) { return more(x, pivot); });
+    std::iter_swap(split, std::find_if(split, begin + hi, [&](const Candidate& x) {
+                     return x.index == pivot.index;
+                   }));
+    const int64_t at = split - begin;
+    double upper = 0.0;
+    for (int64_t i = lo; i < at; ++i) upper += order_[i].weight;
+    if (reached + upper >= threshold) {
+      hi = at;
+      continue;
+    }
+    reached += upper + pivot.weight;
+    if (reached >= threshold) return at + 1;
+    lo = at + 1;
+  }
+  std::sort(begin + lo, begin + hi, more);
+  for (int64_t i = lo; i < hi; ++i) {
+    reached += order_[i].weight;
+    if (reached >= threshold) return i + 1;
+  }
+  return hi;  // rounding left the threshold just out of reach: keep them all
+}
+
+// Inverse CDF in id order. Every kept token has weight > 0, so whichever is
+// hit, and the last one that rounding may fall through to, has non-zero
+// probability.
+int64_t Sampler::Draw(const Kept& kept, double u) const {
+  if (kept.single) return kept.token;
+  if (kept.all) {
+    double total = 0.0;
+    for (double sum : block_sums_) total += sum;
+    const double target = u * total;
+    double below = 0.0;
+    for (size_t block = 0; block < block_sums_.size(); ++block) {
+      if (!(target < below + block_sums_[block])) {
+        below += block_sums_[block];
+        continue;
+      }
+      const size_t begin = block * kSamplingBlock;
+      const size_t end = std::min(weights_.size(), begin + kSamplingBlock);
+      size_t last = begin;
+      for (size_t id = begin; id < end; ++id) {
+        if (weights_[id] <= 0.0f) continue;
+        below += weights_[id];
+        last = id;
+        if (target < below) return static_cast<int64_t>(id);
+      }
+      return static_cast<int64_t>(last);
+    }
+    // Unreachable while the top token's weight is 1; the top token is a
+    // token of non-zero probability all the same.
+    return std::max_element(weights_.begin(), weights_.end()) - weights_.begin();
+  }
+  double total = 0.0;
+  for (size_t i = 0; i < selected_.size(); ++i) {
+    if (keep_[i]) total += weights_[selected_[i]];
+  }
+  const double target = u * total;
+  double below = 0.0;
+  int64_t last = -1;
+  for (size_t i = 0; i < selected_.size(); ++i) {
+    if (!keep_[i]) continue;
+    below += weights_[selected_[i]];
+    last = selected_[i];
+    if (target < below) return last;
+  }
+  return last;
 }
 
 }  // namespace linserve

@@ -66,7 +66,14 @@ struct TokenProbability {
 // Turns one step's logits into a token: penalties -> temperature -> top_k ->
 // top_p -> min_p -> sample (the order of Hugging Face and vLLM). The result
 // depends only on the params, the RNG state and the arguments, never on other
-// sessions. Not thread-safe: one session's sampler is used by one thread.
+// sessions, the CPU or the thread. Not thread-safe: one session's sampler is
+// used by one thread; samplers of different sessions run in parallel.
+//
+// Built for 65,536-token rows (docs/DESIGN.md, "Sampling"): the penalties
+// patch the row in place and undo it after, a float exponential vectorized
+// for the CPU writes the one array of weights, and top-k and top-p find their
+// boundary by thresholds and selection, never by sorting the vocabulary. The
+// draw is the inverse CDF of the kept tokens in id order.
 class Sampler {
  public:
   // `params` should have passed ValidateSamplingParams.
@@ -79,7 +86,11 @@ class Sampler {
   // The result never has zero probability under the filtered distribution:
   // -inf and NaN logits are never chosen while another id is. Should every
   // logit be -inf or NaN there is no distribution, and id 0 is returned.
+  //
   int64_t Sample(absl::Span<const float> logits, absl::Span<const int64_t> history);
+  // The same without a copy of the row: works on it in place and leaves it as
+  // it found it, bit for bit.
+  int64_t SampleInPlace(absl::Span<float> logits, absl::Span<const int64_t> history);
 
   // The filtered, normalised distribution Sample would draw from, most
   // probable first (ties: lowest id first). Consumes no draw.
@@ -93,26 +104,42 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  // A surviving token and its unnormalised probability.
+  // A token that top-k or top-p considers.
   struct Candidate {
-    double weight;
-    int32_t id;
+    float weight;
+    int32_t index;  // into selected_
+  };
+  // What Filter leaves to draw from.
+  struct Kept {
+    bool single = false;  // one token, `token`, has all the mass
+    int64_t token = 0;
+    bool all = false;     // every id with a positive weight_ (block_sums_ hold the sums)
+    // Otherwise the ids selected_[i] with keep_[i] set.
   };
 
-  // Fills candidates_ with the filtered distribution (unnormalised weights).
-  void BuildCandidates(absl::Span<const float> logits, absl::Span<const int64_t> history);
-  void SortCandidates();
-  void KeepTopK();
-  void KeepTopP();
-  void KeepMinP();
+  // Penalties, in place; saved_ remembers what to put back.
+  void Patch(absl::Span<float> logits, absl::Span<const int64_t> history);
+  void Unpatch(absl::Span<float> logits);
+  // The filtered distribution of the patched row.
+  Kept Filter(absl::Span<const float> logits);
+  Kept FilterInfinite(absl::Span<const float> logits);
+  void SelectAtLeast(float threshold);
+  // The first `prefix` of order_ after it: the top_k, then the top_p.
+  int64_t KeepTopK(int64_t count);
+  int64_t KeepTopP(int64_t count, double total);
+  int64_t Draw(const Kept& kept, double u) const;
 
   SamplingParams params_;
   uint64_t draws_ = 0;
   // Scratch reused across calls, so that a warm step allocates nothing.
-  std::vector<float> logits_;
-  std::vector<int32_t> counts_;
-  std::vector<Candidate> candidates_;
-  bool sorted_ = false;  // candidates_ is in descending weight order
+  std::vector<float> copy_;          // the const Sample's row
+  std::vector<int32_t> counts_;      // per id, all zero between calls
+  std::vector<std::pair<int64_t, float>> saved_;  // patched ids and their logits
+  std::vector<float> weights_;       // per id
+  std::vector<double> block_sums_;   // per kSamplingBlock ids of weights_
+  std::vector<int32_t> selected_;    // ids top-k and top-p look at, ascending
+  std::vector<Candidate> order_;     // selected_, partitioned by probability
+  std::vector<uint8_t> keep_;        // per selected_
 };
 
 }  // namespace linserve

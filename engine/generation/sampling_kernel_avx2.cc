@@ -1,0 +1,10 @@
+// engine/generation/sampling_kernel.h's loops for the avx2 kernel family
+// (engine/generation/CMakeLists.txt names the instruction set).
+
+#include <cstdint>
+
+#include "engine/generation/sampling_kernel.h"
+
+#define LINSERVE_SAMPLING_KERNEL(name) name##Avx2
+#include "engine/generation/sampling_kernel.inc"
+#undef LINSERVE_SAMPLING_KERNEL
