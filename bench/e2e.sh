@@ -46,7 +46,7 @@ start_server nocache --metrics_port=-1 --prefix_cache_bytes=0
 nocache_port=$linserve_port
 
 "$build/bench/linserve-e2e-bench" --server="127.0.0.1:$port" --model=models/default \
-  --server_without_prefix_cache="127.0.0.1:$nocache_port" "${quick[@]}" | tee "$work/out.txt"
+  --fsync_dir="$work/main-store" --server_without_prefix_cache="127.0.0.1:$nocache_port" "${quick[@]}" | tee "$work/out.txt"
 echo "the measured server's prefix-state cache after the run:" | tee -a "$work/out.txt"
 curl -s "http://127.0.0.1:$metrics_port/metrics" | grep '^linserve_prefix_cache' |
   sed 's/^/  /' | tee -a "$work/out.txt"

@@ -52,6 +52,14 @@ class ExportStream : public grpc::ServerWriteReactor<v1::StateChunk> {
   StreamLimit::Ticket ticket_;
 };
 
+// Room for the file of a session of the served model: its state and a
+// header, within the bound on a file.
+size_t ExpectedFileBytes(const LinserveService& service) {
+  constexpr int64_t kHeaderRoom = 4096;
+  const int64_t state = service.scheduler()->model_facts().state_bytes_per_session;
+  return static_cast<size_t>(std::min(state + kHeaderRoom, service.options().scheduler.max_state_bytes));
+}
+
 // Collects the chunks, checks the whole file, then hands it to the scheduler.
 class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
  public:
@@ -60,6 +68,7 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
       : service_(service),
         tenant_(std::move(tenant)),
         response_(response),
+        file_(ExpectedFileBytes(*service)),
         ticket_(std::move(ticket)) {
     StartRead(&chunk_);
   }
@@ -72,19 +81,20 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
             absl::StrCat("data is ", chunk_.data().size(), " bytes; a chunk holds at most ",
                          options.max_state_chunk_bytes)));
       }
-      if (file_.size() + chunk_.data().size() > static_cast<size_t>(options.scheduler.max_state_bytes)) {
+      if (file_.size() + chunk_.data().size() >
+          static_cast<size_t>(options.scheduler.max_state_bytes)) {
         return Done(absl::ResourceExhaustedError(
             absl::StrCat("the state file exceeds max_state_bytes = ",
                          options.scheduler.max_state_bytes)));
       }
-      file_ += chunk_.data();
+      file_.Append(chunk_.data());  // checksummed now, while the next chunk travels
       StartRead(&chunk_);
       return;
     }
     // The client closed its side: the file is whole.
     Scheduler* scheduler = service_->scheduler();
-    absl::StatusOr<SessionRecord> record = DecodeStateFileOfModel(
-        file_, options.scheduler.max_state_bytes, scheduler->model_facts().fingerprint);
+    absl::StatusOr<SessionRecord> record =
+        file_.Decode(options.scheduler.max_state_bytes, scheduler->model_facts().fingerprint);
     if (!record.ok()) return Done(record.status());
     scheduler->ImportSession(tenant_, *std::move(record),
                              [this](absl::StatusOr<SessionInfo> info) {
@@ -111,7 +121,7 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
   const std::string tenant_;
   v1::Session* const response_;
   v1::StateChunk chunk_;
-  std::string file_;
+  StateFileAssembler file_;
   StreamLimit::Ticket ticket_;
 };
 

@@ -126,7 +126,7 @@ void SessionCommands::Export(const std::string& tenant, const std::string& id,
                     });
 }
 
-void SessionCommands::Import(const std::string& tenant, const SessionRecord& record,
+void SessionCommands::Import(const std::string& tenant, SessionRecord record,
                              const Done<SessionInfo>& done) {
   absl::StatusOr<State> state = RestoreState(record, model_);
   if (!state.ok()) {
@@ -139,7 +139,11 @@ void SessionCommands::Import(const std::string& tenant, const SessionRecord& rec
   imported.position = record.position;
   imported.pending_token = record.pending_token;
   imported.rng = {record.rng_seed, record.rng_draws};
-  sessions_.CheckpointThenAnswer(imported, done, "the imported session");
+  // The payload just restored to this state is saved as it came: serializing
+  // the state again would give bytes that restore to the same state, at the
+  // cost of a copy out of every tensor.
+  sessions_.CheckpointThenAnswer(imported, done, "the imported session",
+                                 std::move(record.payload));
 }
 
 }  // namespace linserve

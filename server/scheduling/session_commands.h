@@ -35,8 +35,7 @@ class SessionCommands {
   // The session's state file, as the store holds it.
   void Export(const std::string& tenant, const std::string& id, const Done<std::string>& done);
   // `record` has passed DecodeStateFileOfModel; the session gets a new id.
-  void Import(const std::string& tenant, const SessionRecord& record,
-              const Done<SessionInfo>& done);
+  void Import(const std::string& tenant, SessionRecord record, const Done<SessionInfo>& done);
 
  private:
   const LanguageModel& model_;

@@ -274,7 +274,7 @@ void SessionManager::Checkpoint(Session& session, SessionRecord record, bool lea
 
 void SessionManager::CheckpointThenAnswer(Session& session,
                                           const Scheduler::Done<SessionInfo>& done,
-                                          const char* what) {
+                                          const char* what, std::optional<std::string> payload) {
   // A new session exists only once it is durable: busy until then, so that
   // no turn, fork or delete reaches it, and removed when the save fails.
   session.busy = true;
@@ -289,7 +289,8 @@ void SessionManager::CheckpointThenAnswer(Session& session,
       done(InfoOf(*saved));
     });
   };
-  Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+  SessionRecord record = payload ? RecordOf(session, *std::move(payload)) : RecordOf(session);
+  Checkpoint(session, std::move(record), /*leased=*/false, std::move(answer));
 }
 
 absl::Status SessionManager::SaveError(absl::string_view what, const absl::Status& written) {
@@ -312,6 +313,10 @@ SessionInfo SessionManager::InfoOf(const Session& session) const {
 }
 
 SessionRecord SessionManager::RecordOf(const Session& session) const {
+  return RecordOf(session, model_.SerializeState(*session.state));
+}
+
+SessionRecord SessionManager::RecordOf(const Session& session, std::string payload) const {
   SessionRecord record;
   record.model_fingerprint = fingerprint_;
   record.tenant = session.tenant;
@@ -322,7 +327,7 @@ SessionRecord SessionManager::RecordOf(const Session& session) const {
   record.rng_draws = session.rng.draws;
   record.created_unix_ms = session.created_unix_ms;
   record.last_used_unix_ms = session.last_used_unix_ms;
-  record.payload = model_.SerializeState(*session.state);
+  record.payload = std::move(payload);
   return record;
 }
 

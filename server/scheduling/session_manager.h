@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -77,9 +78,11 @@ class SessionManager {
                   std::function<void(absl::Status)> durable);
   // Checkpoints a session just made, then answers `done` with its info; when
   // the save fails the session is removed and `done` hears why saving `what`
-  // failed.
+  // failed. `payload`, when given, is bytes that restore to the session's
+  // state (an imported file's, just restored), saved instead of serializing
+  // the state again.
   void CheckpointThenAnswer(Session& session, const Scheduler::Done<SessionInfo>& done,
-                            const char* what);
+                            const char* what, std::optional<std::string> payload = std::nullopt);
   // What the client hears when `what` failed to save: RESOURCE_EXHAUSTED
   // stays so (the store is full: retrying will not help until sessions are
   // deleted), ABORTED stays so (another server moved the session: a fenced
@@ -94,6 +97,8 @@ class SessionManager {
   void RunOnStoreWorker(std::function<void()> job) { store_worker_.Run(std::move(job)); }
 
   SessionRecord RecordOf(const Session& session) const;
+  // The same with `payload` standing for the serialized state.
+  SessionRecord RecordOf(const Session& session, std::string payload) const;
   SessionInfo InfoOf(const Session& session) const;
   // The tenant's sessions, oldest first.
   std::vector<const Session*> ListOf(const std::string& tenant) const {

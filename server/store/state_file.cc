@@ -85,7 +85,12 @@ std::string EncodeStateFile(const SessionRecord& r) {
   return out;
 }
 
-absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes) {
+namespace {
+
+// DecodeStateFile, with the checksum of the bytes before the file's own last
+// 32 given (`body_checksum`) or computed here (nullptr).
+absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
+                                     const std::string* body_checksum) {
   if (static_cast<int64_t>(bytes.size()) > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("state file: ", bytes.size(),
                                                      " bytes is over the limit of ", max_bytes));
@@ -106,7 +111,9 @@ absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t ma
     return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
   }
   const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
-  if (Checksum(body) != bytes.substr(body.size())) return Corrupt("checksum mismatch");
+  if ((body_checksum != nullptr ? *body_checksum : Checksum(body)) != bytes.substr(body.size())) {
+    return Corrupt("checksum mismatch");
+  }
 
   // From here the bytes are as written; what follows is about their format.
   const uint64_t version = ReadLittleEndian(bytes, 8, 4);
@@ -140,9 +147,8 @@ absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t ma
   return r;
 }
 
-absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
-                                                     std::string_view fingerprint) {
-  absl::StatusOr<SessionRecord> record = DecodeStateFile(bytes, max_bytes);
+absl::StatusOr<SessionRecord> OfModel(absl::StatusOr<SessionRecord> record,
+                                      std::string_view fingerprint) {
   if (record.ok() && record->model_fingerprint != fingerprint) {
     return absl::FailedPreconditionError(
         absl::StrCat("state file: of model ", record->model_fingerprint.substr(0, 12),
@@ -150,6 +156,36 @@ absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int
                      "..."));
   }
   return record;
+}
+
+}  // namespace
+
+absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes) {
+  return Decode(bytes, max_bytes, nullptr);
+}
+
+absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
+                                                     std::string_view fingerprint) {
+  return OfModel(Decode(bytes, max_bytes, nullptr), fingerprint);
+}
+
+StateFileAssembler::StateFileAssembler(size_t expected_bytes) { bytes_.reserve(expected_bytes); }
+
+void StateFileAssembler::Append(std::string_view piece) {
+  bytes_.append(piece.data(), piece.size());
+  if (bytes_.size() > hashed_ + kChecksumBytes) {
+    const size_t end = bytes_.size() - kChecksumBytes;
+    body_checksum_.Update(std::string_view(bytes_).substr(hashed_, end - hashed_));
+    hashed_ = end;
+  }
+}
+
+absl::StatusOr<SessionRecord> StateFileAssembler::Decode(int64_t max_bytes,
+                                                         std::string_view fingerprint) {
+  // A file too short to hold a checksum is refused before the checksum
+  // matters; `hashed_` covers the body of any other.
+  const std::string checksum = body_checksum_.Digest();
+  return OfModel(linserve::Decode(bytes_, max_bytes, &checksum), fingerprint);
 }
 
 }  // namespace linserve

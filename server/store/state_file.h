@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/base/sha256.h"
 
 namespace linserve {
 
@@ -54,6 +55,27 @@ absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t ma
 // with `fingerprint`.
 absl::StatusOr<SessionRecord> DecodeStateFileOfModel(std::string_view bytes, int64_t max_bytes,
                                                      std::string_view fingerprint);
+
+// A state file that arrives in pieces (ImportSession's chunks): each piece
+// is checksummed as it comes, so decoding after the last one does not read
+// the whole file again. Decode makes exactly the checks of
+// DecodeStateFileOfModel. Not thread-safe.
+class StateFileAssembler {
+ public:
+  // `expected_bytes`: room to reserve, so that the pieces are copied once.
+  explicit StateFileAssembler(size_t expected_bytes);
+
+  void Append(std::string_view piece);
+  size_t size() const { return bytes_.size(); }
+
+  // DecodeStateFileOfModel of everything appended. Once.
+  absl::StatusOr<SessionRecord> Decode(int64_t max_bytes, std::string_view fingerprint);
+
+ private:
+  std::string bytes_;
+  Sha256 body_checksum_;  // of bytes_[0, hashed_)
+  size_t hashed_ = 0;     // always all but the last 32 bytes: they may be the checksum
+};
 
 }  // namespace linserve
 

@@ -70,6 +70,48 @@ TEST(StateFileTest, EverySingleBitFlipIsDataLoss) {
   }
 }
 
+// The file as ImportSession receives it: in pieces of `step` bytes (the
+// last one shorter).
+absl::StatusOr<SessionRecord> Assembled(std::string_view file, size_t step,
+                                        std::string_view fingerprint = std::string(64, 'a')) {
+  StateFileAssembler assembler(/*expected_bytes=*/file.size() / 2);
+  for (size_t at = 0; at < file.size(); at += step) assembler.Append(file.substr(at, step));
+  return assembler.Decode(kMaxBytes, fingerprint);
+}
+
+TEST(StateFileAssemblerTest, DecodesAsTheWholeFileDoesWhereverItIsCut) {
+  const std::string file = EncodeStateFile(Sample());
+  for (size_t step : {size_t{1}, size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{64},
+                      file.size() - 1, file.size()}) {
+    absl::StatusOr<SessionRecord> back = Assembled(file, step);
+    ASSERT_TRUE(back.ok()) << "step " << step << ": " << back.status();
+    EXPECT_EQ(back->payload, Sample().payload);
+    EXPECT_EQ(back->session_id, Sample().session_id);
+    EXPECT_EQ(back->position, Sample().position);
+  }
+  EXPECT_EQ(Assembled(file, 64, std::string(64, 'b')).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(StateFileAssemblerTest, RefusesWhatDecodeStateFileRefuses) {
+  const std::string file = EncodeStateFile(Sample());
+  for (size_t length = 0; length < file.size(); ++length) {
+    ASSERT_EQ(Assembled(std::string_view(file).substr(0, length), 13).status().code(),
+              absl::StatusCode::kDataLoss)
+        << "length " << length;
+  }
+  std::mt19937_64 random(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string damaged = file;
+    const size_t bit = random() % (file.size() * 8);
+    damaged[bit / 8] = static_cast<char>(damaged[bit / 8] ^ (1 << (bit % 8)));
+    ASSERT_EQ(Assembled(damaged, 1 + random() % 100).status().code(),
+              absl::StatusCode::kDataLoss)
+        << "bit " << bit;
+  }
+  EXPECT_EQ(Assembled(file + "x", 50).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(StateFileTest, AppendedBytesAreDataLoss) {
   EXPECT_EQ(DecodeStateFile(EncodeStateFile(Sample()) + "x", kMaxBytes).status().code(),
             absl::StatusCode::kDataLoss);
