@@ -50,7 +50,7 @@ struct Turn {
   // (as a Generate leaves its last sampled token), so that a turn with an
   // empty prompt can start generating right after it.
   int64_t held_back = -1;
-  bool in_batch = false;  // its state is a row of the runner's decode batch
+  int64_t slot = -1;  // its state is this slot of the runner's decode pool, not `state`
   bool done = false;
   // Names the admitted turn to answers that come back as tasks (its
   // session made ready by SessionManager::Prepare, a lease renewed).

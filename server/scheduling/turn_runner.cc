@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <ATen/Parallel.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/base/status_macros.h"
@@ -28,7 +30,8 @@ TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCac
       prefix_cache_(prefix_cache),
       metrics_(metrics),
       max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
-      turn_ended_(std::move(turn_ended)) {}
+      turn_ended_(std::move(turn_ended)),
+      pool_(model.state_layout()) {}
 
 absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
   if (max_context_tokens_ <= 0) return absl::OkStatus();
@@ -176,7 +179,8 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
   }
   Charge(StepPhase::kEngine, start);
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
-  const int64_t vocab = logits->size(1);
+  std::vector<Turn*> sampling;
+  std::vector<int64_t> rows;
   for (size_t i = 0; i < group.size(); ++i) {
     Turn& turn = *group[i];
     turn.prefilled += static_cast<size_t>(n);
@@ -188,42 +192,73 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     if (turn.creates_session()) {
       FinishTurn(turn, /*cancelled=*/false);
     } else {
-      Emit(turn, logits->data_ptr<float>() + i * vocab);
+      sampling.push_back(&turn);
+      rows.push_back(static_cast<int64_t>(i));
     }
   }
+  if (!sampling.empty()) SampleAndEmit(sampling, rows, *logits);
 }
 
 void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
   absl::Time start = absl::Now();
-  if (members != batch_members_) {
-    DetachBatch();
-    std::vector<const State*> states;
-    for (Turn* turn : members) states.push_back(&turn->state);
-    batch_ = StackStates(states);
-    for (Turn* turn : members) turn->in_batch = true;
-    batch_members_ = members;
-    start = Charge(StepPhase::kRestack, start);
+  bool moved = false;
+  for (size_t slot = 0; slot < slots_.size();) {
+    if (std::find(members.begin(), members.end(), slots_[slot]) == members.end()) {
+      LeaveBatch(*slots_[slot]);  // the last slot's turn moves here
+      moved = true;
+    } else {
+      ++slot;
+    }
   }
+  for (Turn* turn : members) {
+    if (turn->slot >= 0) continue;
+    turn->slot = pool_.Join(turn->state);
+    turn->state = State{};
+    slots_.push_back(turn);
+    moved = true;
+  }
+  if (moved) start = Charge(StepPhase::kRestack, start);
   std::vector<int64_t> tokens;
-  for (Turn* turn : members) tokens.push_back(turn->next_token);
-  metrics_->batch_size().Observe(static_cast<double>(members.size()));
-  absl::StatusOr<torch::Tensor> logits = model_.Step(batch_, tokens);
+  for (Turn* turn : slots_) tokens.push_back(turn->next_token);
+  metrics_->batch_size().Observe(static_cast<double>(slots_.size()));
+  absl::StatusOr<torch::Tensor> logits = model_.Step(pool_.Batch(), tokens);
+  if (logits.ok()) pool_.Absorb();
   Charge(StepPhase::kEngine, start);
+  // Finishing turns leave the pool: work on the step's own list.
+  const std::vector<Turn*> stepped = slots_;
   if (!logits.ok()) {
     LogError("decode_step_failed", {{"error", logits.status().ToString()}});
-    for (Turn* turn : members) FinishWithError(*turn, logits.status());
+    for (Turn* turn : stepped) FinishWithError(*turn, logits.status());
     return;
   }
-  const int64_t vocab = logits->size(1);
-  const float* rows = logits->data_ptr<float>();
-  for (size_t i = 0; i < members.size(); ++i) Emit(*members[i], rows + i * vocab);
+  std::vector<int64_t> rows(stepped.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  SampleAndEmit(stepped, rows, *logits);
 }
 
-void TurnRunner::Emit(Turn& turn, const float* logits) {
-  const absl::Span<const float> row(logits, tokenizer_.vocab_size());
+void TurnRunner::SampleAndEmit(const std::vector<Turn*>& turns, const std::vector<int64_t>& rows,
+                               torch::Tensor& logits) {
   const absl::Time start = absl::Now();
-  const Generation::Step step = turn.generation->Next(row);
-  const absl::Time now = Charge(StepPhase::kSampling, start);
+  const int64_t vocab = tokenizer_.vocab_size();
+  const int64_t stride = logits.size(1);
+  float* data = logits.data_ptr<float>();
+  auto row = [&](size_t i) { return absl::MakeSpan(data + rows[i] * stride, vocab); };
+  // Each turn samples from its own row with its own sampler (in place: the
+  // row is patched and put back), so rows run on any thread in any order
+  // and give the same tokens. A row of 65,536 logits takes tens of
+  // microseconds; below about 2^17 logits a task costs more to hand out than
+  // to run.
+  std::vector<Generation::Step> steps(turns.size());
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(vocab, 1));
+  at::parallel_for(0, static_cast<int64_t>(turns.size()), grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) steps[i] = turns[i]->generation->NextInPlace(row(i));
+  });
+  Charge(StepPhase::kSampling, start);
+  for (size_t i = 0; i < turns.size(); ++i) Emit(*turns[i], row(i), steps[i]);
+}
+
+void TurnRunner::Emit(Turn& turn, absl::Span<const float> row, const Generation::Step& step) {
+  const absl::Time now = absl::Now();
   if (turn.first_token == absl::InfinitePast()) {
     turn.first_token = now;
     metrics_->time_to_first_token_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
@@ -245,19 +280,18 @@ void TurnRunner::Emit(Turn& turn, const float* logits) {
   }
 }
 
-void TurnRunner::DetachBatch() {
-  if (batch_members_.empty()) return;
-  std::vector<State> rows = model_.SplitState(batch_);
-  for (size_t i = 0; i < batch_members_.size(); ++i) {
-    batch_members_[i]->state = std::move(rows[i]);
-    batch_members_[i]->in_batch = false;
-  }
-  batch_members_.clear();
-  batch_ = State{};
+void TurnRunner::LeaveBatch(Turn& turn) {
+  if (turn.slot < 0) return;
+  const int64_t slot = turn.slot;
+  turn.state = pool_.Leave(slot);
+  slots_[slot] = slots_.back();  // the pool moved its last slot here
+  slots_[slot]->slot = slot;
+  slots_.pop_back();
+  turn.slot = -1;
 }
 
 void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
-  if (turn.in_batch) DetachBatch();
+  LeaveBatch(turn);
   turn.done = true;
   sessions_.sharing().ReleaseLease(turn.lease);
   if (!turn.session_id.empty()) {
@@ -275,7 +309,7 @@ void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
 }
 
 void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
-  if (turn.in_batch) DetachBatch();
+  LeaveBatch(turn);
   turn.done = true;
   turn_ended_();
   const absl::Time now = absl::Now();

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/model/language_model.h"
+#include "engine/model/slot_pool.h"
 #include "engine/model/state.h"
 #include "engine/text/tokenizer.h"
 #include "server/common/metrics.h"
@@ -46,8 +47,8 @@ class TurnRunner {
   // first token (or, creating a session, finishes).
   void PrefillGroup(const std::vector<Turn*>& group, int64_t n);
   // One batched decode step for `members` (turns past their prefill), each
-  // sampling its next token. The batch's stacked state is kept while the
-  // members stay the same.
+  // sampling its next token. The members' states live in the slot pool
+  // while they decode: a turn joining or leaving moves its own state only.
   void DecodeStep(const std::vector<Turn*>& members);
 
   void FinishWithError(Turn& turn, absl::Status error);
@@ -64,8 +65,13 @@ class TurnRunner {
   absl::Status WarmUp(int32_t steps);
 
  private:
-  // Samples `turn`'s next token from its logits row and streams the text.
-  void Emit(Turn& turn, const float* logits);
+  // Samples each turn's next token from its row of `logits` (turn i, row
+  // rows[i]), in parallel across the engine's threads when the rows are big
+  // enough to pay for it, then streams each turn's text in order.
+  void SampleAndEmit(const std::vector<Turn*>& turns, const std::vector<int64_t>& rows,
+                     torch::Tensor& logits);
+  // Streams one turn's sampled token and ends the turn if it finished.
+  void Emit(Turn& turn, absl::Span<const float> row, const Generation::Step& step);
   // For a turn starting from a fresh state: resumes it from the longest
   // cached prefix of its prompt, and picks the boundary where it leaves a
   // snapshot (server/scheduling/prefix_cache.h).
@@ -75,8 +81,8 @@ class TurnRunner {
   // The request's token ids as given, or its text encoded (with BOS when it
   // `starts_text` and the model takes one).
   std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
-  // Gives every member of the decode batch its own state back.
-  void DetachBatch();
+  // Takes a turn's state out of the decode pool, if it is there.
+  void LeaveBatch(Turn& turn);
   // Adds the time from `since` to now to `phase`; returns now.
   absl::Time Charge(StepPhase phase, absl::Time since);
   // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
@@ -92,8 +98,8 @@ class TurnRunner {
   const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
   const std::function<void()> turn_ended_;
 
-  std::vector<Turn*> batch_members_;  // the rows of batch_, in order
-  State batch_;
+  SlotPool pool_;
+  std::vector<Turn*> slots_;  // the turn in each slot of pool_
   absl::BitGen bitgen_;
   std::array<absl::Duration, kStepPhases> phase_times_{};
 };
