@@ -2,20 +2,25 @@
 # The end-to-end benchmark: starts a server with the default model on a free
 # loopback port, runs linserve-e2e-bench against it, stops the server.
 #
-#   bench/e2e.sh [--quick] [--record]
+#   bench/e2e.sh [--quick] [--record] [--no-rwkv7]
 #
 # --quick: tiny sizes (a smoke run). --record: also add the output to
-# bench/RESULTS.md, newest first.
+# bench/RESULTS.md, newest first. Last, the server is measured against its
+# engine at a 65,536-token vocabulary: RWKV-7 of the 0.1B shape with random
+# weights written at run time (380 MB in bfloat16, under the run's temporary
+# directory; the tiny shape, still with 65,536 tokens, with --quick);
+# --no-rwkv7 leaves that out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=SCRIPTDIR/../tests/linserve_process.sh
 source tests/linserve_process.sh
 build=${LINSERVE_BUILD_DIR:-build}
-quick=() record=0
+quick=() record=0 rwkv7=1
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=(--quick) ;;
     --record) record=1 ;;
+    --no-rwkv7) rwkv7=0 ;;
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +38,7 @@ trap cleanup EXIT
 # cache off (section 6 compares their throughput).
 start_server() {
   local name=$1; shift
-  "$build/server/linserve" --model=models/default --listen=127.0.0.1:0 \
+  "$build/server/linserve" --model="${model:-models/default}" --listen=127.0.0.1:0 \
     --http_listen=127.0.0.1:0 --store_dir="$work/$name-store" --max_prompt_bytes=20000 "$@" \
     2> "$work/$name.log" &
   pids+=($!)
@@ -50,6 +55,18 @@ nocache_port=$linserve_port
 echo "the measured server's prefix-state cache after the run:" | tee -a "$work/out.txt"
 curl -s "http://127.0.0.1:$metrics_port/metrics" | grep '^linserve_prefix_cache' |
   sed 's/^/  /' | tee -a "$work/out.txt"
+
+if [ "$rwkv7" = 1 ]; then
+  shape=0.1b
+  [ ${#quick[@]} -eq 0 ] || shape=tiny
+  echo | tee -a "$work/out.txt"
+  echo "7. A 65,536-token vocabulary: RWKV-7 of the $shape shape, random weights in bfloat16" |
+    tee -a "$work/out.txt"
+  "$build/bench/linserve-rwkv7-random-model" --shape="$shape" --vocab_size=65536 "$work/rwkv7"
+  model=$work/rwkv7 start_server rwkv7 --metrics_port=-1
+  "$build/bench/linserve-e2e-bench" --server="127.0.0.1:$linserve_port" --model="$work/rwkv7" \
+    --overhead_only "${quick[@]}" | tee -a "$work/out.txt"
+fi
 
 if [ "$record" = 1 ]; then
   {

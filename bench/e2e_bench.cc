@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, server, "localhost:50051", "The running server to measure
 ABSL_FLAG(std::string, model, "models/default", "The model it serves (for the engine figure)");
 ABSL_FLAG(bool, quick, false, "Tiny sizes and durations: checks that everything runs");
 ABSL_FLAG(std::string, json, "", "Also write every figure to this file");
+ABSL_FLAG(bool, overhead_only, false,
+          "Only the server against its engine at concurrency 1 and 32, with the sampling BlinkDL "
+          "recommends for chat (temperature 1, top_p 0.3, presence and frequency penalties 0.5)");
 ABSL_FLAG(std::string, fsync_dir, "",
           "The server's --store_dir: section 4 times one fsync of a file the size of a state "
           "file there, the disk's own floor under ImportSession; empty: skip it");
@@ -245,9 +248,11 @@ double EngineTokensPerSecond(const std::string& model_dir, int64_t batch, int st
   return Median(rates);
 }
 
-double ServerTokensPerSecond(const ConnectionOptions& connection, int32_t concurrency,
-                             double seconds) {
+// The load tester's report ("results") for `concurrency` streams over `seconds`.
+nlohmann::json ServerResults(const ConnectionOptions& connection, int32_t concurrency,
+                             double seconds, const BenchSampling& sampling) {
   BenchOptions o;
+  o.sampling = sampling;
   o.concurrency = concurrency;
   o.duration = absl::Seconds(seconds);
   o.prompt_tokens = {16, 16};
@@ -259,9 +264,51 @@ double ServerTokensPerSecond(const ConnectionOptions& connection, int32_t concur
     std::fprintf(stderr, "%s\n", report.status().ToString().c_str());
     std::exit(1);
   }
-  const auto& r = (*report)["results"];
+  const nlohmann::json r = (*report)["results"];
   if (r["failed"].get<int64_t>() > 0) std::fprintf(stderr, "warning: %s\n", r.dump().c_str());
-  return r["output_token_throughput_tps"].get<double>();
+  return r;
+}
+
+double ServerTokensPerSecond(const ConnectionOptions& connection, int32_t concurrency,
+                             double seconds) {
+  return ServerResults(connection, concurrency, seconds, BenchSampling{})
+      ["output_token_throughput_tps"]
+          .get<double>();
+}
+
+// The server against its engine with chat sampling, for a model with a
+// large vocabulary (bench/e2e.sh's RWKV-7 row).
+int OverheadOnly(const ConnectionOptions& connection, const std::string& model, bool quick) {
+  BenchSampling chat;
+  chat.temperature = 1.0f;
+  chat.top_p = 0.3f;
+  chat.presence_penalty = 0.5f;
+  chat.frequency_penalty = 0.5f;
+  const int steps = quick ? 4 : 32;
+  const double seconds = quick ? 2 : 20;
+  const double engine1 = EngineTokensPerSecond(model, 1, 2 * steps);
+  const double engine32 = EngineTokensPerSecond(model, 32, steps);
+  const nlohmann::json one = ServerResults(connection, 1, seconds, chat);
+  const nlohmann::json many = ServerResults(connection, 32, seconds, chat);
+  const double tpot = one["tpot_ms"]["p50"].get<double>();
+  const double at32 = many["output_token_throughput_tps"].get<double>();
+  absl::PrintF("Server against engine, %s (prompt 16, output 128 tokens, %.0f s per level; "
+               "temperature 1, top_p 0.3, presence and frequency penalties 0.5)\n",
+               model, seconds);
+  absl::PrintF("  concurrency 1: engine step %.2f ms, server TPOT p50 %.2f ms: %.2f (target <= 1.08)\n",
+               1e3 / engine1, tpot, tpot / (1e3 / engine1));
+  absl::PrintF("  concurrency 32: engine batch 32 %.1f tokens/s, server %.1f tokens/s: %.2f (target "
+               ">= 0.85)\n\n",
+               engine32, at32, at32 / engine32);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  if (!json.empty()) {
+    std::ofstream(json) << nlohmann::json{{"engine_batch1_tps", engine1},
+                                          {"engine_batch32_tps", engine32},
+                                          {"server_c1", one},
+                                          {"server_c32", many}}
+                               .dump(2);
+  }
+  return 0;
 }
 
 // Section 6: requests of `system` + `own(i)` for i in [0, count) at
@@ -363,6 +410,9 @@ int Main() {
   const Sizes sizes = SizesFor(absl::GetFlag(FLAGS_quick));
   ConnectionOptions connection;
   connection.server = absl::GetFlag(FLAGS_server);
+  if (absl::GetFlag(FLAGS_overhead_only)) {
+    return OverheadOnly(connection, absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_quick));
+  }
   Client client(connection);
   nlohmann::json out;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -73,19 +74,23 @@ struct SamplingKernels {
   float (*max)(const float*, int64_t);
   void (*weights)(const SamplingWeightsArgs&);
   int64_t (*select)(const float*, int64_t, float, int32_t*);
+  SamplingMass (*mass_at_least)(const float*, int64_t, float);
 };
 
 const SamplingKernels& Kernels() {
   static const SamplingKernels kernels = [] {
     switch (ActiveCpuKernels()) {
       case CpuKernels::kAvx512:
-        return SamplingKernels{SamplingMaxAvx512, SamplingWeightsAvx512, SamplingSelectAvx512};
+        return SamplingKernels{SamplingMaxAvx512, SamplingWeightsAvx512, SamplingSelectAvx512,
+                               SamplingMassAtLeastAvx512};
       case CpuKernels::kAvx2:
-        return SamplingKernels{SamplingMaxAvx2, SamplingWeightsAvx2, SamplingSelectAvx2};
+        return SamplingKernels{SamplingMaxAvx2, SamplingWeightsAvx2, SamplingSelectAvx2,
+                               SamplingMassAtLeastAvx2};
       case CpuKernels::kPortable:
         break;
     }
-    return SamplingKernels{SamplingMaxPortable, SamplingWeightsPortable, SamplingSelectPortable};
+    return SamplingKernels{SamplingMaxPortable, SamplingWeightsPortable, SamplingSelectPortable,
+                           SamplingMassAtLeastPortable};
   }();
   return kernels;
 }
@@ -97,6 +102,18 @@ const SamplingKernels& Kernels() {
 constexpr float kSelectThresholds[] = {0x1p-1f, 0x1p-3f, 0x1p-6f, 0x1p-10f, 0x1p-15f, 0x1p-22f,
                                        std::numeric_limits<float>::denorm_min()};
 constexpr int kSelectTries = sizeof(kSelectThresholds) / sizeof(kSelectThresholds[0]);
+
+uint32_t BitsOf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+float FloatOf(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
 
 // Descending weight, then ascending id: a total order.
 template <typename Candidate>
@@ -252,6 +269,10 @@ Sampler::Kept Sampler::Filter(absl::Span<const float> logits) {
 
   double total = 0.0;
   for (double sum : block_sums_) total += sum;
+  if (top_p && !top_k) {
+    const int64_t count = SearchTopP(params_.top_p * total);
+    if (count > 0) return KeepFirst(count);
+  }
   for (int t = 0;; ++t) {
     const bool last = t + 1 == kSelectTries;
     SelectAtLeast(kSelectThresholds[t]);
@@ -266,12 +287,72 @@ Sampler::Kept Sampler::Filter(absl::Span<const float> logits) {
       if (mass < threshold && !last) continue;
       count = KeepTopP(count, threshold);
     }
-    keep_.assign(selected_.size(), 0);
-    for (int64_t i = 0; i < count; ++i) {
-      if (order_[i].weight >= params_.min_p) keep_[order_[i].index] = 1;
-    }
-    return kept;
+    return KeepFirst(count);
   }
+}
+
+Sampler::Kept Sampler::KeepFirst(int64_t count) {
+  keep_.assign(selected_.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    if (order_[i].weight >= params_.min_p) keep_[order_[i].index] = 1;
+  }
+  return Kept{};
+}
+
+// Top-p alone, for rows whose nucleus is wide (a flat distribution keeps
+// thousands of ids at top_p 0.3): vectorized passes that only count and sum
+// narrow a range of weights [lo, hi) with the mass at or above lo reaching the
+// threshold and the mass at or above hi short of it, first by octaves of the
+// top weight, then by halving the range's bit patterns, until at most kBand
+// ids lie in it. Then only that band is sorted. The passes' float sums are
+// estimates: the sums that decide are exact, and when they disagree with the
+// estimate (within rounding) this returns 0 and the selection above decides.
+int64_t Sampler::SearchTopP(double threshold) {
+  constexpr int64_t kBand = 64;
+  const SamplingKernels& kernels = Kernels();
+  const float* weights = weights_.data();
+  const auto n = static_cast<int64_t>(weights_.size());
+  uint32_t hi = BitsOf(1.0f) + 1;  // above every weight
+  SamplingMass at_hi;
+  uint32_t lo = 0;
+  SamplingMass at_lo;
+  float t = 1.0f;
+  for (int octave = 0; octave < 126 && lo == 0; ++octave, t *= 0.5f) {
+    const SamplingMass at = kernels.mass_at_least(weights, n, t);
+    if (at.mass >= threshold) {
+      lo = BitsOf(t);
+      at_lo = at;
+    } else {
+      hi = BitsOf(t);
+      at_hi = at;
+    }
+  }
+  if (lo == 0) return 0;
+  while (at_lo.count - at_hi.count > kBand && hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(mid));
+    if (at.mass >= threshold) {
+      lo = mid;
+      at_lo = at;
+    } else {
+      hi = mid;
+      at_hi = at;
+    }
+  }
+  SelectAtLeast(FloatOf(lo));
+  const float top = FloatOf(hi);
+  // The ids at or above hi first (all kept), then the band, most probable first.
+  const auto band = std::partition(order_.begin(), order_.end(),
+                                   [top](const Candidate& c) { return c.weight >= top; });
+  double reached = 0.0;
+  for (auto it = order_.begin(); it != band; ++it) reached += it->weight;
+  if (reached >= threshold) return 0;
+  std::sort(band, order_.end(), MoreProbable<Candidate>);
+  for (auto it = band; it != order_.end(); ++it) {
+    reached += it->weight;
+    if (reached >= threshold) return it - order_.begin() + 1;
+  }
+  return 0;
 }
 
 // +inf outweighs everything finite: the mass is shared among the +inf ids,

@@ -127,6 +127,11 @@ class Sampler {
   // The first `prefix` of order_ after it: the top_k, then the top_p.
   int64_t KeepTopK(int64_t count);
   int64_t KeepTopP(int64_t count, double total);
+  // Top-p alone by searching for its boundary weight; the prefix's length,
+  // or 0 where the estimates left it undecided.
+  int64_t SearchTopP(double threshold);
+  // The first `count` of order_ are kept, less those min-p drops.
+  Kept KeepFirst(int64_t count);
   int64_t Draw(const Kept& kept, double u) const;
 
   SamplingParams params_;

@@ -45,6 +45,16 @@ void SamplingWeightsAvx512(const SamplingWeightsArgs& args);
 void SamplingWeightsAvx2(const SamplingWeightsArgs& args);
 void SamplingWeightsPortable(const SamplingWeightsArgs& args);
 
+// How many of weights[0, n) are >= threshold, and their sum: an estimate
+// (float lanes) that top-p's search narrows with, never its answer.
+struct SamplingMass {
+  int64_t count = 0;
+  double mass = 0.0;
+};
+SamplingMass SamplingMassAtLeastAvx512(const float* weights, int64_t n, float threshold);
+SamplingMass SamplingMassAtLeastAvx2(const float* weights, int64_t n, float threshold);
+SamplingMass SamplingMassAtLeastPortable(const float* weights, int64_t n, float threshold);
+
 // Writes the ids i with weights[i] >= threshold to ids, ascending, and
 // returns how many there are (ids has room for n).
 int64_t SamplingSelectAvx512(const float* weights, int64_t n, float threshold, int32_t* ids);
