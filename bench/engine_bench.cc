@@ -68,6 +68,8 @@ ABSL_FLAG(std::string, device, "cpu", "where the engine runs: cpu, cuda or cuda:
 ABSL_FLAG(int64_t, sampling_vocab, 65536,
           "vocabulary of the sampling section (0 leaves the section out)");
 ABSL_FLAG(int32_t, sampling_repeats, 200, "rows per setting of the sampling section");
+ABSL_FLAG(std::string, sampling_model, "",
+          "a model directory whose own logits the sampling section also samples");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -528,7 +530,7 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
   std::vector<SamplingRow> sampling;
   if (sampling_vocab > 0) {
     std::cerr << "sampling" << std::endl;
-    sampling = MeasureSampling(sampling_vocab, sampling_repeats);
+    sampling = MeasureSampling(sampling_vocab, sampling_repeats, absl::GetFlag(FLAGS_sampling_model));
     print([&] { PrintSampling(sampling, sampling_vocab, sampling_repeats); });
   }
 

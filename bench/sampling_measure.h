@@ -15,14 +15,17 @@ namespace linserve {
 
 struct SamplingRow {
   std::string setting;     // e.g. "temperature 1, top_p 0.3, penalties 0.5"
-  std::string logits;      // "peaked" (a trained model's shape) or "flat"
+  std::string logits;      // "peaked" (a trained model's shape), "flat" or "model"
   double reference_us = 0;  // median per row
   double sampler_us = 0;
 };
 
 // Every setting on both kinds of row of `vocab` logits, each with a history of
-// 256 tokens for the penalties; medians of `repeats` rows.
-std::vector<SamplingRow> MeasureSampling(int64_t vocab, int32_t repeats);
+// 256 tokens for the penalties; medians of `repeats` rows. With a model
+// directory, also on that model's own logits ("model": `repeats` decode
+// steps after a short prompt), whatever its vocabulary.
+std::vector<SamplingRow> MeasureSampling(int64_t vocab, int32_t repeats,
+                                         const std::string& model_dir);
 
 void PrintSampling(const std::vector<SamplingRow>& rows, int64_t vocab, int32_t repeats);
 nlohmann::json SamplingJson(const std::vector<SamplingRow>& rows, int64_t vocab);

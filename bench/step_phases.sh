@@ -7,7 +7,8 @@
 #   bench/step_phases.sh [MODEL_DIR] [CONCURRENCY...]     (default: models/default 1 32)
 #
 # Each run sends 8 requests per concurrency slot: 16 prompt tokens, 128 output
-# tokens, temperature 1.
+# tokens, the sampling BlinkDL recommends for chat (temperature 1, top_p 0.3,
+# presence and frequency penalties 0.5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=SCRIPTDIR/../tests/linserve_process.sh
@@ -42,7 +43,8 @@ echo "model $model, $(nproc) cores"
 for c in "${concurrencies[@]}"; do
   scrape > "$work/before"
   "$build/client/linserve-client" bench --server="127.0.0.1:$port" --concurrency="$c" \
-    --requests=$((c * 8)) --prompt_tokens=16 --output_tokens=128 --temperature=1 \
+    --requests=$((c * 8)) --prompt_tokens=16 --output_tokens=128 --temperature=1 --top_p=0.3 \
+    --presence_penalty=0.5 --frequency_penalty=0.5 \
     --progress=false > "$work/bench.txt" 2>&1
   scrape > "$work/after"
   echo

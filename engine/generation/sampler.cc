@@ -74,7 +74,8 @@ struct SamplingKernels {
   float (*max)(const float*, int64_t);
   void (*weights)(const SamplingWeightsArgs&);
   int64_t (*select)(const float*, int64_t, float, int32_t*);
-  SamplingMass (*mass_at_least)(const float*, int64_t, float);
+  SamplingMass (*mass_at_least)(const float*, int64_t, float, double*);
+  int64_t (*select_between)(const float*, int64_t, float, float, int32_t*);
 };
 
 const SamplingKernels& Kernels() {
@@ -82,15 +83,15 @@ const SamplingKernels& Kernels() {
     switch (ActiveCpuKernels()) {
       case CpuKernels::kAvx512:
         return SamplingKernels{SamplingMaxAvx512, SamplingWeightsAvx512, SamplingSelectAvx512,
-                               SamplingMassAtLeastAvx512};
+                               SamplingMassAtLeastAvx512, SamplingSelectBetweenAvx512};
       case CpuKernels::kAvx2:
         return SamplingKernels{SamplingMaxAvx2, SamplingWeightsAvx2, SamplingSelectAvx2,
-                               SamplingMassAtLeastAvx2};
+                               SamplingMassAtLeastAvx2, SamplingSelectBetweenAvx2};
       case CpuKernels::kPortable:
         break;
     }
     return SamplingKernels{SamplingMaxPortable, SamplingWeightsPortable, SamplingSelectPortable,
-                           SamplingMassAtLeastPortable};
+                           SamplingMassAtLeastPortable, SamplingSelectBetweenPortable};
   }();
   return kernels;
 }
@@ -102,6 +103,7 @@ const SamplingKernels& Kernels() {
 constexpr float kSelectThresholds[] = {0x1p-1f, 0x1p-3f, 0x1p-6f, 0x1p-10f, 0x1p-15f, 0x1p-22f,
                                        std::numeric_limits<float>::denorm_min()};
 constexpr int kSelectTries = sizeof(kSelectThresholds) / sizeof(kSelectThresholds[0]);
+constexpr float kAnyPositive = std::numeric_limits<float>::denorm_min();
 
 uint32_t BitsOf(float f) {
   uint32_t bits;
@@ -204,10 +206,13 @@ std::vector<TokenProbability> Sampler::Probabilities(absl::Span<const float> log
     result.push_back({kept.token, 1.0});
     return result;
   }
-  if (kept.all) {
+  if (kept.threshold) {
     for (size_t id = 0; id < weights_.size(); ++id) {
-      if (weights_[id] > 0.0f) result.push_back({static_cast<int64_t>(id), weights_[id]});
+      if (weights_[id] >= kept.above && weights_[id] > 0.0f) {
+        result.push_back({static_cast<int64_t>(id), weights_[id]});
+      }
     }
+    for (int32_t id : band_) result.push_back({id, weights_[id]});
   } else {
     for (size_t i = 0; i < selected_.size(); ++i) {
       if (keep_[i]) result.push_back({selected_[i], weights_[selected_[i]]});
@@ -262,17 +267,17 @@ Sampler::Kept Sampler::Filter(absl::Span<const float> logits) {
   args.weights = weights_.data();
   args.block_sums = block_sums_.data();
   kernels.weights(args);
+  band_.clear();
   if (!top_k && !top_p) {
-    kept.all = true;
+    kept.threshold = true;
+    kept.above = kAnyPositive;
+    kept.block_sums = &block_sums_;
     return kept;
   }
 
   double total = 0.0;
   for (double sum : block_sums_) total += sum;
-  if (top_p && !top_k) {
-    const int64_t count = SearchTopP(params_.top_p * total);
-    if (count > 0) return KeepFirst(count);
-  }
+  if (top_p && !top_k && SearchTopP(params_.top_p * total, kept)) return kept;
   for (int t = 0;; ++t) {
     const bool last = t + 1 == kSelectTries;
     SelectAtLeast(kSelectThresholds[t]);
@@ -304,10 +309,12 @@ Sampler::Kept Sampler::KeepFirst(int64_t count) {
 // narrow a range of weights [lo, hi) with the mass at or above lo reaching the
 // threshold and the mass at or above hi short of it, first by octaves of the
 // top weight, then by halving the range's bit patterns, until at most kBand
-// ids lie in it. Then only that band is sorted. The passes' float sums are
-// estimates: the sums that decide are exact, and when they disagree with the
-// estimate (within rounding) this returns 0 and the selection above decides.
-int64_t Sampler::SearchTopP(double threshold) {
+// ids lie in it. Every id at or above hi is kept; of the band, only its few
+// ids are fetched and sorted, and kept most probable first until the mass
+// reaches the threshold. The sums are summed as the block sums are, so they
+// agree with a sorted walk but for rounding; should the band's sum fall a
+// rounding short, this gives up and the selection decides.
+bool Sampler::SearchTopP(double threshold, Kept& kept) {
   constexpr int64_t kBand = 64;
   const SamplingKernels& kernels = Kernels();
   const float* weights = weights_.data();
@@ -316,43 +323,54 @@ int64_t Sampler::SearchTopP(double threshold) {
   SamplingMass at_hi;
   uint32_t lo = 0;
   SamplingMass at_lo;
+  // Each pass writes its block sums to probe_sums_; those of the pass that
+  // becomes hi are kept in kept_sums_, the sums a draw needs.
+  const size_t blocks = block_sums_.size();
+  kept_sums_.assign(blocks, 0.0);
+  probe_sums_.resize(blocks);
+  auto probe = [&](uint32_t bits) {
+    const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(bits), probe_sums_.data());
+    if (at.mass >= threshold) {
+      lo = bits;
+      at_lo = at;
+    } else {
+      hi = bits;
+      at_hi = at;
+      kept_sums_.swap(probe_sums_);
+    }
+  };
   float t = 1.0f;
-  for (int octave = 0; octave < 126 && lo == 0; ++octave, t *= 0.5f) {
-    const SamplingMass at = kernels.mass_at_least(weights, n, t);
-    if (at.mass >= threshold) {
-      lo = BitsOf(t);
-      at_lo = at;
-    } else {
-      hi = BitsOf(t);
-      at_hi = at;
-    }
+  for (int octave = 0; octave < 126 && lo == 0; ++octave, t *= 0.5f) probe(BitsOf(t));
+  if (lo == 0) return false;
+  while (at_lo.count - at_hi.count > kBand && hi - lo > 1) probe(lo + (hi - lo) / 2);
+  const float high = FloatOf(hi);
+  band_.resize(n);
+  band_.resize(kernels.select_between(weights, n, FloatOf(lo), high, band_.data()));
+  order_.clear();
+  for (size_t i = 0; i < band_.size(); ++i) {
+    order_.push_back({weights[band_[i]], static_cast<int32_t>(i)});
   }
-  if (lo == 0) return 0;
-  while (at_lo.count - at_hi.count > kBand && hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(mid));
-    if (at.mass >= threshold) {
-      lo = mid;
-      at_lo = at;
-    } else {
-      hi = mid;
-      at_hi = at;
-    }
+  std::sort(order_.begin(), order_.end(), MoreProbable<Candidate>);
+  double reached = at_hi.mass;
+  size_t take = 0;
+  while (take < order_.size() && reached < threshold) reached += order_[take++].weight;
+  if (reached < threshold) {
+    band_.clear();
+    return false;
   }
-  SelectAtLeast(FloatOf(lo));
-  const float top = FloatOf(hi);
-  // The ids at or above hi first (all kept), then the band, most probable first.
-  const auto band = std::partition(order_.begin(), order_.end(),
-                                   [top](const Candidate& c) { return c.weight >= top; });
-  double reached = 0.0;
-  for (auto it = order_.begin(); it != band; ++it) reached += it->weight;
-  if (reached >= threshold) return 0;
-  std::sort(band, order_.end(), MoreProbable<Candidate>);
-  for (auto it = band; it != order_.end(); ++it) {
-    reached += it->weight;
-    if (reached >= threshold) return it - order_.begin() + 1;
+  // min-p drops what weighs less than min_p of the top token (weight 1).
+  std::vector<int32_t> kept_band;
+  for (size_t i = 0; i < take; ++i) {
+    if (order_[i].weight >= params_.min_p) kept_band.push_back(band_[order_[i].index]);
   }
-  return 0;
+  std::sort(kept_band.begin(), kept_band.end());
+  band_.swap(kept_band);
+  kept.threshold = true;
+  kept.above = std::max(high, params_.min_p);
+  if (kept.above > high) kernels.mass_at_least(weights, n, kept.above, kept_sums_.data());
+  for (int32_t id : band_) kept_sums_[id / kSamplingBlock] += weights[id];
+  kept.block_sums = &kept_sums_;
+  return true;
 }
 
 // +inf outweighs everything finite: the mass is shared among the +inf ids,
@@ -448,29 +466,33 @@ int64_t Sampler::KeepTopP(int64_t count, double threshold) {
 // probability.
 int64_t Sampler::Draw(const Kept& kept, double u) const {
   if (kept.single) return kept.token;
-  if (kept.all) {
+  if (kept.threshold) {
+    const std::vector<double>& sums = *kept.block_sums;
     double total = 0.0;
-    for (double sum : block_sums_) total += sum;
+    for (double sum : sums) total += sum;
     const double target = u * total;
     double below = 0.0;
-    for (size_t block = 0; block < block_sums_.size(); ++block) {
-      if (!(target < below + block_sums_[block])) {
-        below += block_sums_[block];
+    for (size_t block = 0; block < sums.size(); ++block) {
+      if (!(target < below + sums[block])) {
+        below += sums[block];
         continue;
       }
       const size_t begin = block * kSamplingBlock;
       const size_t end = std::min(weights_.size(), begin + kSamplingBlock);
+      auto band = std::lower_bound(band_.begin(), band_.end(), static_cast<int32_t>(begin));
       size_t last = begin;
       for (size_t id = begin; id < end; ++id) {
-        if (weights_[id] <= 0.0f) continue;
+        const bool in_band = band != band_.end() && static_cast<size_t>(*band) == id;
+        if (in_band) ++band;
+        if (!in_band && !(weights_[id] >= kept.above && weights_[id] > 0.0f)) continue;
         below += weights_[id];
         last = id;
         if (target < below) return static_cast<int64_t>(id);
       }
       return static_cast<int64_t>(last);
     }
-    // Unreachable while the top token's weight is 1; the top token is a
-    // token of non-zero probability all the same.
+    // Unreachable while the top token is kept; it is a token of non-zero
+    // probability all the same.
     return std::max_element(weights_.begin(), weights_.end()) - weights_.begin();
   }
   double total = 0.0;

@@ -113,7 +113,11 @@ class Sampler {
   struct Kept {
     bool single = false;  // one token, `token`, has all the mass
     int64_t token = 0;
-    bool all = false;     // every id with a positive weight_ (block_sums_ hold the sums)
+    // Every id whose weight_ is at least `above`, and the ids in band_;
+    // `block_sums` hold their mass per kSamplingBlock ids.
+    bool threshold = false;
+    float above = 0.0f;
+    const std::vector<double>* block_sums = nullptr;
     // Otherwise the ids selected_[i] with keep_[i] set.
   };
 
@@ -127,9 +131,9 @@ class Sampler {
   // The first `prefix` of order_ after it: the top_k, then the top_p.
   int64_t KeepTopK(int64_t count);
   int64_t KeepTopP(int64_t count, double total);
-  // Top-p alone by searching for its boundary weight; the prefix's length,
-  // or 0 where the estimates left it undecided.
-  int64_t SearchTopP(double threshold);
+  // Top-p alone by searching for its boundary weight; false where the sums
+  // left it undecided (the selection decides then).
+  bool SearchTopP(double threshold, Kept& kept);
   // The first `count` of order_ are kept, less those min-p drops.
   Kept KeepFirst(int64_t count);
   int64_t Draw(const Kept& kept, double u) const;
@@ -145,6 +149,9 @@ class Sampler {
   std::vector<int32_t> selected_;    // ids top-k and top-p look at, ascending
   std::vector<Candidate> order_;     // selected_, partitioned by probability
   std::vector<uint8_t> keep_;        // per selected_
+  std::vector<int32_t> band_;        // SearchTopP's ids below its threshold, ascending
+  std::vector<double> kept_sums_;    // SearchTopP's kept mass per block
+  std::vector<double> probe_sums_;   // its passes' block sums
 };
 
 }  // namespace linserve

@@ -45,21 +45,33 @@ void SamplingWeightsAvx512(const SamplingWeightsArgs& args);
 void SamplingWeightsAvx2(const SamplingWeightsArgs& args);
 void SamplingWeightsPortable(const SamplingWeightsArgs& args);
 
-// How many of weights[0, n) are >= threshold, and their sum: an estimate
-// (float lanes) that top-p's search narrows with, never its answer.
+// How many of weights[0, n) are >= threshold, and their sum, summed as the
+// block sums of SamplingWeights are; with block_sums, each block's sum of them
+// too.
 struct SamplingMass {
   int64_t count = 0;
   double mass = 0.0;
 };
-SamplingMass SamplingMassAtLeastAvx512(const float* weights, int64_t n, float threshold);
-SamplingMass SamplingMassAtLeastAvx2(const float* weights, int64_t n, float threshold);
-SamplingMass SamplingMassAtLeastPortable(const float* weights, int64_t n, float threshold);
+SamplingMass SamplingMassAtLeastAvx512(const float* weights, int64_t n, float threshold,
+                                       double* block_sums);
+SamplingMass SamplingMassAtLeastAvx2(const float* weights, int64_t n, float threshold,
+                                     double* block_sums);
+SamplingMass SamplingMassAtLeastPortable(const float* weights, int64_t n, float threshold,
+                                         double* block_sums);
 
 // Writes the ids i with weights[i] >= threshold to ids, ascending, and
 // returns how many there are (ids has room for n).
 int64_t SamplingSelectAvx512(const float* weights, int64_t n, float threshold, int32_t* ids);
 int64_t SamplingSelectAvx2(const float* weights, int64_t n, float threshold, int32_t* ids);
 int64_t SamplingSelectPortable(const float* weights, int64_t n, float threshold, int32_t* ids);
+
+// The same for the ids with lo <= weights[i] < hi (weights >= 0, lo <= hi).
+int64_t SamplingSelectBetweenAvx512(const float* weights, int64_t n, float lo, float hi,
+                                    int32_t* ids);
+int64_t SamplingSelectBetweenAvx2(const float* weights, int64_t n, float lo, float hi,
+                                  int32_t* ids);
+int64_t SamplingSelectBetweenPortable(const float* weights, int64_t n, float lo, float hi,
+                                      int32_t* ids);
 
 }  // namespace linserve
 
