@@ -63,10 +63,11 @@ def parse(path):
 
 before, after = parse(sys.argv[1]), parse(sys.argv[2])
 delta = lambda kind, phase: after.get((kind, phase), 0) - before.get((kind, phase), 0)
-iterations = delta("count", "engine")
+# Every iteration that ran the model observes its scheduling.
+iterations = delta("count", "scheduling")
 if iterations <= 0:
     sys.exit("no engine iterations were observed")
-phases = ["restack", "engine", "sampling", "emission", "finish", "scheduling"]
+phases = ["restack", "engine", "prefill", "sampling", "emission", "finish", "scheduling"]
 per_iteration = {p: delta("sum", p) / iterations * 1000 for p in phases}
 total = sum(per_iteration.values())
 print(f"| phase | ms per iteration ({int(iterations)} iterations) | share |")

@@ -41,6 +41,7 @@ const char* StepPhaseName(StepPhase phase) {
     case StepPhase::kEmission: return "emission";
     case StepPhase::kFinish: return "finish";
     case StepPhase::kScheduling: return "scheduling";
+    case StepPhase::kPrefill: return "prefill";
   }
   return "unknown";
 }

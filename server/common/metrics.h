@@ -20,13 +20,15 @@
 
 namespace linserve {
 
-// Where an engine iteration's time goes (linserve_step_phase_seconds):
-// restacking the decode batch when its members change, the model's prefill
-// and decode calls, sampling the rows, emitting their pieces to the streams,
-// finishing turns (a session's state serialized for its checkpoint), and the
-// loop's own bookkeeping (tasks, admission, cancellations, leases).
-enum class StepPhase { kRestack, kEngine, kSampling, kEmission, kFinish, kScheduling };
-inline constexpr int kStepPhases = 6;
+// Where an engine iteration's time goes (linserve_step_phase_seconds): turns
+// joining and leaving the decode batch (their states copied into and out of
+// the slot pool; "restack" from when the batch was restacked), the model's
+// decode step ("engine") and prefill calls, sampling the rows, emitting their
+// pieces to the streams, finishing turns (a session's state serialized for
+// its checkpoint), and the loop's own bookkeeping (tasks, admission,
+// cancellations, leases).
+enum class StepPhase { kRestack, kEngine, kSampling, kEmission, kFinish, kScheduling, kPrefill };
+inline constexpr int kStepPhases = 7;
 const char* StepPhaseName(StepPhase phase);
 
 class Metrics {

@@ -177,7 +177,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     std::vector<State> rows = model_.SplitState(batch);
     for (size_t i = 0; i < group.size(); ++i) group[i]->state = std::move(rows[i]);
   }
-  Charge(StepPhase::kEngine, start);
+  Charge(StepPhase::kPrefill, start);
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
   std::vector<Turn*> sampling;
   std::vector<int64_t> rows;

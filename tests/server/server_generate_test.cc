@@ -144,7 +144,7 @@ TEST_F(GenerateTest, SameSeedSameTokensAloneAndInsideABatchOf16) {
   // Where those steps' time went: every phase happened (turns joined and
   // left the batch, so it was restacked; they finished), and took time.
   for (const char* phase :
-       {"restack", "engine", "sampling", "emission", "finish", "scheduling"}) {
+       {"restack", "engine", "prefill", "sampling", "emission", "finish", "scheduling"}) {
     const std::string labels = absl::StrCat("{phase=\"", phase, "\"}");
     EXPECT_GT(MetricValue(*metrics, "linserve_step_phase_seconds_count" + labels), 0) << phase;
     EXPECT_GT(MetricValue(*metrics, "linserve_step_phase_seconds_sum" + labels), 0) << phase;
