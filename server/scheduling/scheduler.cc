@@ -25,6 +25,7 @@
 #include "server/scheduling/prefix_cache.h"
 #include "server/scheduling/session_commands.h"
 #include "server/scheduling/session_manager.h"
+#include "server/scheduling/stream_emitter.h"
 #include "server/scheduling/turn.h"
 #include "server/scheduling/turn_runner.h"
 
@@ -70,6 +71,7 @@ class Scheduler::Impl {
 
   // Thread-safe.
   absl::Status Submit(std::unique_ptr<Turn> turn);
+  StreamEmitter& emitter() { return emitter_; }
   // Runs `task` on the engine thread, between iterations.
   void Post(std::function<void()> task);
   void RefuseNewWork();
@@ -122,6 +124,10 @@ class Scheduler::Impl {
   bool cut_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
+  // Before the engine's parts: it outlives them, so what they finish last
+  // still reaches its stream.
+  StreamEmitter emitter_;
+
   // Engine thread only.
   PrefixCache prefix_cache_;
   SessionManager sessions_;
@@ -173,6 +179,7 @@ Scheduler::Impl::~Impl() {
   // What the writer answered after the engine thread stopped (no thread
   // but this one is left to touch the pool).
   RunTasks();
+  emitter_.Flush();
 }
 
 absl::Status Scheduler::Impl::Prepare() {
@@ -521,7 +528,7 @@ absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
   auto turn = std::make_unique<Turn>();
   turn->tenant = std::move(tenant);
   turn->call = std::move(call);
-  turn->sink = std::move(sink);
+  turn->sink = impl_->emitter().Wrap(std::move(sink));
   return impl_->Submit(std::move(turn));
 }
 
