@@ -501,7 +501,7 @@ int64_t Sampler::Draw(const Kept& kept, double u) const {
   }
   const double target = u * total;
   double below = 0.0;
-  int64_t last = -1;
+  int64_t last = selected_.empty() ? 0 : selected_.front();  // unreachable: the top token is kept
   for (size_t i = 0; i < selected_.size(); ++i) {
     if (!keep_[i]) continue;
     below += weights_[selected_[i]];

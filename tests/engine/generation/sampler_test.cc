@@ -1,5 +1,6 @@
 #include "engine/generation/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -312,6 +313,31 @@ void ExpectValidation(const SamplingParams& params, const std::string& error,
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << what;
     EXPECT_NE(std::string(status.message()).find(error), std::string::npos)
         << what << ": " << status << " does not contain " << error;
+  }
+}
+
+// A temperature above 0 whose inverse overflows a float (a fuzzer found
+// 7.9e-42 with top-k, min-p and penalties) is the limit it tends to: the top
+// token, every draw, whatever else is on.
+TEST(SamplerTest, ATemperatureWhoseInverseOverflowsKeepsTheTopToken) {
+  std::vector<float> logits = StepLogits(3);
+  const int64_t top = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  for (int32_t top_k : {0, 41}) {
+    for (float top_p : {1.0f, 0.3f}) {
+      SamplingParams params;
+      params.temperature = 7.9e-42f;
+      params.top_k = top_k;
+      params.top_p = top_p;
+      params.min_p = 0.05f;
+      params.seed = 3;
+      Sampler sampler(params);
+      for (int i = 0; i < 20; ++i) {
+        EXPECT_EQ(sampler.Sample(logits, {}), top) << "top_k " << top_k << ", top_p " << top_p;
+      }
+      const std::vector<TokenProbability> dist = sampler.Probabilities(logits, {});
+      ASSERT_EQ(dist.size(), 1u);
+      EXPECT_EQ(dist[0].token, top);
+    }
   }
 }
 
