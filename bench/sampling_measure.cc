@@ -15,6 +15,7 @@
 #include "engine/generation/sampler.h"
 #include "engine/model/language_model.h"
 #include "tests/engine/generation/reference_sampler.h"
+#include "tests/engine/generation/sampling_rows.h"
 
 namespace linserve {
 namespace {
@@ -35,19 +36,6 @@ constexpr Setting kSettings[] = {
     {"temperature 1, top_p 0.3, penalties 0.5", 1.0f, 0, 0.3f, 0.5f},
     {"temperature 0.8, top_k 40, top_p 0.95", 0.8f, 40, 0.95f, 0.0f},
 };
-
-std::vector<float> Row(int64_t vocab, bool peaked, std::mt19937_64& rng) {
-  // Drawn in double: the float distribution goes through long double logs,
-  // ten times slower.
-  std::normal_distribution<double> normal(0.0, peaked ? 3.0 : 1.0);
-  std::vector<float> row(vocab);
-  for (float& x : row) x = static_cast<float>(normal(rng));
-  if (peaked) {
-    std::uniform_int_distribution<int64_t> id(0, vocab - 1);
-    for (int i = 0; i < 30; ++i) row[id(rng)] += 8.0f + static_cast<float>(i % 7);
-  }
-  return row;
-}
 
 // The sampler as the server runs it: in place on the step's row (the copy
 // made for it here is not timed). The reference copies the row itself.
@@ -113,7 +101,7 @@ std::vector<SamplingRow> MeasureSampling(int64_t vocab, int32_t repeats,
       if (model_dir.empty()) continue;
       rows = ModelRows(model_dir, repeats);
     } else {
-      for (int32_t i = 0; i < repeats; ++i) rows.push_back(Row(vocab, name == "peaked", rng));
+      for (int32_t i = 0; i < repeats; ++i) rows.push_back(RandomLogitsRow(vocab, name == "peaked", rng));
     }
     if (rows.empty()) continue;
     const auto row_vocab = static_cast<int64_t>(rows[0].size());

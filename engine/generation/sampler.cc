@@ -359,12 +359,12 @@ bool Sampler::SearchTopP(double threshold, Kept& kept) {
     return false;
   }
   // min-p drops what weighs less than min_p of the top token (weight 1).
-  std::vector<int32_t> kept_band;
+  band_kept_.clear();
   for (size_t i = 0; i < take; ++i) {
-    if (order_[i].weight >= params_.min_p) kept_band.push_back(band_[order_[i].index]);
+    if (order_[i].weight >= params_.min_p) band_kept_.push_back(band_[order_[i].index]);
   }
-  std::sort(kept_band.begin(), kept_band.end());
-  band_.swap(kept_band);
+  std::sort(band_kept_.begin(), band_kept_.end());
+  band_.swap(band_kept_);
   kept.threshold = true;
   kept.above = std::max(high, params_.min_p);
   if (kept.above > high) kernels.mass_at_least(weights, n, kept.above, kept_sums_.data());

@@ -150,6 +150,7 @@ class Sampler {
   std::vector<Candidate> order_;     // selected_, partitioned by probability
   std::vector<uint8_t> keep_;        // per selected_
   std::vector<int32_t> band_;        // SearchTopP's ids below its threshold, ascending
+  std::vector<int32_t> band_kept_;   // scratch: the band's kept ids, swapped into band_
   std::vector<double> kept_sums_;    // SearchTopP's kept mass per block
   std::vector<double> probe_sums_;   // its passes' block sums
 };

@@ -21,6 +21,7 @@
 #include "engine/text/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/generation/reference_sampler.h"
+#include "tests/engine/generation/sampling_rows.h"
 
 namespace linserve {
 namespace {
@@ -71,21 +72,6 @@ std::vector<Setting> GreedySettings() {
           {"greedy + penalties", Params(0.0f, 10, 0.5f, 0.1f, 1.3f, 0.5f, 0.5f)}};
 }
 
-// A row of logits: "flat" ones are N(0, 1); "peaked" ones, like a trained
-// model's, have a few dozen standing out of N(0, 3).
-std::vector<float> Row(int64_t vocab, bool peaked, std::mt19937_64& rng) {
-  // Drawn in double: the float distribution goes through long double logs,
-  // ten times slower.
-  std::normal_distribution<double> normal(0.0, peaked ? 3.0 : 1.0);
-  std::vector<float> row(vocab);
-  for (float& x : row) x = static_cast<float>(normal(rng));
-  if (peaked) {
-    std::uniform_int_distribution<int64_t> id(0, vocab - 1);
-    for (int i = 0; i < 30; ++i) row[id(rng)] += 8.0f + static_cast<float>(i % 7);
-  }
-  return row;
-}
-
 std::vector<int64_t> History(int64_t vocab, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> id(0, vocab - 1);
   std::vector<int64_t> history(64);
@@ -113,7 +99,7 @@ TEST_P(SamplerReferenceTest, GreedyIsBitIdentical) {
     Sampler sampler(s.params);
     ReferenceSampler reference(s.params);
     for (int row = 0; row < 50; ++row) {
-      const std::vector<float> logits = Row(vocab, row % 2 == 0, rng);
+      const std::vector<float> logits = RandomLogitsRow(vocab, row % 2 == 0, rng);
       const std::vector<int64_t> history = History(vocab, rng);
       EXPECT_EQ(sampler.Sample(logits, history), reference.Sample(logits, history)) << s.name;
     }
@@ -129,7 +115,7 @@ TEST_P(SamplerReferenceTest, SameSeedSameTokenWhereTheOrderIsUnchanged) {
     ReferenceSampler reference(s.params);
     int differ = 0;
     for (int row = 0; row < rows; ++row) {
-      const std::vector<float> logits = Row(vocab, row % 2 == 0, rng);
+      const std::vector<float> logits = RandomLogitsRow(vocab, row % 2 == 0, rng);
       const std::vector<int64_t> history = History(vocab, rng);
       differ += sampler.Sample(logits, history) != reference.Sample(logits, history);
     }
@@ -148,7 +134,7 @@ TEST_P(SamplerReferenceTest, DistributionsAgreeForEverySetting) {
     Sampler sampler(s.params);
     ReferenceSampler reference(s.params);
     for (int row = 0; row < 20; ++row) {
-      const std::vector<float> logits = Row(vocab, row % 2 == 0, rng);
+      const std::vector<float> logits = RandomLogitsRow(vocab, row % 2 == 0, rng);
       const std::vector<int64_t> history = History(vocab, rng);
       const std::vector<TokenProbability> got = sampler.Probabilities(logits, history);
       const std::vector<TokenProbability> want = reference.Probabilities(logits, history);
@@ -167,7 +153,7 @@ TEST_P(SamplerReferenceTest, DrawFrequenciesFollowTheReferenceDistribution) {
   constexpr int kDraws = 20000;
   std::mt19937_64 rng(4);
   for (const Setting& s : FilteredSettings()) {
-    const std::vector<float> logits = Row(vocab, /*peaked=*/true, rng);
+    const std::vector<float> logits = RandomLogitsRow(vocab, /*peaked=*/true, rng);
     const std::vector<int64_t> history = History(vocab, rng);
     const std::vector<TokenProbability> want = ReferenceSampler(s.params).Probabilities(logits, history);
     std::map<int64_t, int> bin_of;
@@ -204,7 +190,7 @@ TEST_P(SamplerReferenceTest, SamplingInPlaceLeavesTheRowAsItWas) {
   std::vector<Setting> settings = IdOrderSettings();
   for (const Setting& s : FilteredSettings()) settings.push_back(s);
   for (const Setting& s : settings) {
-    std::vector<float> row = Row(vocab, true, rng);
+    std::vector<float> row = RandomLogitsRow(vocab, true, rng);
     row[3] = -kInf;
     row[5] = std::nanf("");
     const std::vector<float> before = row;
@@ -225,7 +211,7 @@ TEST(SamplerReferenceTest, NextInPlaceMasksAndRestoresTheRow) {
   // Ids 256 and up of a byte tokenizer carry no bytes and are never sampled.
   const Tokenizer tokenizer = Tokenizer::Bytes(300);
   std::mt19937_64 rng(6);
-  std::vector<float> row = Row(300, false, rng);
+  std::vector<float> row = RandomLogitsRow(300, false, rng);
   for (int i = 256; i < 300; ++i) row[i] = 100.0f;  // would win, but is never sampled
   const std::vector<float> before = row;
   Generation generation(tokenizer, Params(1.0f, 0, 0.9f, 0.0f, 1.2f), {1, 2, 3});
@@ -237,7 +223,7 @@ TEST(SamplerReferenceTest, NextInPlaceMasksAndRestoresTheRow) {
 // Each family the CPU can run gives the portable family's bits.
 TEST(SamplingKernelTest, EveryFamilyGivesTheSameBits) {
   std::mt19937_64 rng(7);
-  std::vector<float> logits = Row(65536 + 37, true, rng);
+  std::vector<float> logits = RandomLogitsRow(65536 + 37, true, rng);
   logits[11] = -kInf;
   logits[12] = std::nanf("");
   logits[13] = -1000.0f;
