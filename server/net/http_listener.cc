@@ -36,12 +36,13 @@ struct HttpListener::Impl {
       if (error == asio::error::operation_aborted || !acceptor->is_open()) return;
       if (!error) {
         if (shared->open.fetch_add(1) >= max_connections) {
-          // Over the cap: closed at once, before a byte is read.
+          // Over the cap: closed at once, before a byte is read. Counted
+          // before the close, so a client that sees the close sees the count.
           shared->open.fetch_sub(1);
           shared->refused.fetch_add(1);
+          if (on_refused) on_refused();
           ErrorCode ignored;
           socket.close(ignored);
-          if (on_refused) on_refused();
         } else {
           ServeHttpConnection(shared, std::move(socket), strand, tls.get());
         }
