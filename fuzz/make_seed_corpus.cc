@@ -164,7 +164,8 @@ std::string OneStoragePth(const std::string& pickle, const std::string& data) {
 // Small checkpoints in every shape the reader takes: what torch.save writes
 // (three dtypes, a scalar, an empty tensor; zip64 records), views and memo
 // references into one storage, an OrderedDict state dict with _metadata,
-// and files it refuses (truncated, not a dict, another dtype).
+// and files it refuses (truncated, not a dict, another dtype, values used
+// over and over).
 void PthSeeds(const fs::path& dir) {
   TensorMap tensors;
   tensors["emb.weight"] = torch::arange(8, torch::kFloat32).reshape({2, 4});
@@ -197,6 +198,21 @@ void PthSeeds(const fs::path& dir) {
         OneStoragePth("\x80\x02}" + PickleString("ids") +
                           PickleTensor("0", "LongStorage", 3, 0, {3}, {1}) + "s.",
                       floats));
+
+  // A 4 KiB class name memoized once and called 2048 times, 5 bytes a call,
+  // and a storage with a 4 KiB key rebuilt 2048 times: 8 MiB of copies from
+  // 14 KB, refused by the unpickler's copy budget before they are made.
+  using namespace std::string_literals;  // Opcodes with index 0 hold NULs.
+  const std::string long_name(4096, 'x');
+  std::string reduced = "\x80\x02"s + "cbuiltins\n" + long_name + "\nq\x00)q\x01"s;
+  for (int i = 0; i < 2048; ++i) reduced += "h\x00h\x01R"s;
+  Write(dir, "memoized_name_reduced", OneStoragePth(reduced + ".", floats));
+  std::string rebuilt = "\x80\x02(" + PickleString("storage") + "ctorch\nFloatStorage\n" +
+                        PickleString(long_name) + PickleString("cpu") + PickleInt(0) + "tQq\x00"s +
+                        "0ctorch._utils\n_rebuild_tensor_v2\nq\x01"s + "0(h\x00"s + PickleInt(0) +
+                        "))\x89}tq\x02"s + "0";
+  for (int i = 0; i < 2048; ++i) rebuilt += "h\x01h\x02R"s;
+  Write(dir, "memoized_storage_rebuilt", OneStoragePth(rebuilt + ".", floats));
 }
 
 void StateFileSeeds(const fs::path& dir, LanguageModel& model, std::string* payload) {

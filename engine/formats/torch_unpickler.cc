@@ -108,7 +108,8 @@ class Unpickler {
  public:
   Unpickler(std::string_view in, uint64_t file_offset) : in_(in), file_offset_(file_offset) {}
 
-  absl::StatusOr<Ref> Run();
+  // The dict the pickle builds, as the caller receives it.
+  absl::StatusOr<PickledStateDict> Run();
 
  private:
   template <typename... Args>
@@ -116,7 +117,13 @@ class Unpickler {
     return absl::DataLossError(absl::StrCat("data.pkl byte ", op_at_, " (file byte ",
                                             file_offset_ + op_at_, "): ", args...));
   }
+  absl::StatusOr<Ref> RunOps();
   absl::Status Step(uint8_t op);
+  absl::StatusOr<PickledStateDict> StateDict(const Value& top);
+
+  // Counts `bytes` about to be copied out of the pickle against its budget.
+  absl::Status Charge(uint64_t bytes);
+  absl::Status ChargeTensor(const PickledTensor& t);
 
   absl::StatusOr<std::string_view> Take(size_t n);
   absl::StatusOr<std::string_view> Line();
@@ -143,6 +150,7 @@ class Unpickler {
   size_t at_ = 0;     // Next byte to read.
   size_t op_at_ = 0;  // The opcode being run, for messages.
   int64_t objects_ = 0;
+  uint64_t copied_bytes_ = 0;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   absl::flat_hash_map<uint32_t, Ref> memo_;
@@ -172,6 +180,22 @@ absl::StatusOr<uint64_t> Unpickler::TakeLe(size_t n) {
   uint64_t value = 0;
   for (size_t i = n; i-- > 0;) value = value << 8 | static_cast<uint8_t>(bytes[i]);
   return value;
+}
+
+absl::Status Unpickler::Charge(uint64_t bytes) {
+  const uint64_t limit = kPickleCopiedBytesPerByte * in_.size() + kPickleCopiedBytesAllowance;
+  copied_bytes_ += bytes;  // Each charge is at most a few times the pickle's size: no overflow.
+  if (copied_bytes_ > limit) {
+    return Corrupt("the values copied out of the pickle pass ", limit, " bytes, its limit (",
+                   kPickleCopiedBytesPerByte, " per byte of its ", in_.size(), ", plus ",
+                   kPickleCopiedBytesAllowance, "): it uses a long value over and over");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::ChargeTensor(const PickledTensor& t) {
+  return Charge(sizeof(t) + t.storage_key.size() + t.storage_type.size() +
+                (t.sizes.size() + t.strides.size()) * sizeof(int64_t));
 }
 
 absl::StatusOr<Ref> Unpickler::Make(Kind kind) {
@@ -261,9 +285,11 @@ absl::StatusOr<Ref> Unpickler::PersistentLoad(const Value& id) {
       f[4]->number < 0) {
     return Corrupt("a persistent id's key, location or size is malformed");
   }
+  const std::string_view type = std::string_view(f[1]->text).substr(6);  // After "torch.".
+  LINSERVE_RETURN_IF_ERROR(Charge(sizeof(PickledTensor) + type.size() + f[2]->text.size()));
   LINSERVE_ASSIGN_OR_RETURN(Ref storage, Make(Kind::kStorage));
   storage->tensor = std::make_unique<PickledTensor>();
-  storage->tensor->storage_type = f[1]->text.substr(6);
+  storage->tensor->storage_type = type;
   storage->tensor->storage_key = f[2]->text;
   storage->tensor->storage_numel = f[4]->number;
   return storage;
@@ -280,19 +306,25 @@ absl::StatusOr<Ref> Unpickler::RebuildTensor(const Value& args) {
   if (a[1]->kind != Kind::kInt || a[1]->number < 0) {
     return Corrupt(kRebuildTensor, " gets ", Describe(*a[1]), " for its storage offset");
   }
+  for (int i : {2, 3}) {
+    const Value& list = *a[i];
+    if (list.kind != Kind::kTuple || list.items.size() > kMaxPickledRank) {
+      return Corrupt(kRebuildTensor, " gets ", Describe(list), " of ", list.items.size(),
+                     " items for its ", i == 2 ? "size" : "stride", ", not a tuple of up to ",
+                     kMaxPickledRank);
+    }
+  }
+  // A memoized storage or argument tuple can be rebuilt any number of times.
+  LINSERVE_RETURN_IF_ERROR(ChargeTensor(*a[0]->tensor));
+  LINSERVE_RETURN_IF_ERROR(Charge((a[2]->items.size() + a[3]->items.size()) * sizeof(int64_t)));
   LINSERVE_ASSIGN_OR_RETURN(Ref tensor, Make(Kind::kTensor));
   tensor->tensor = std::make_unique<PickledTensor>(*a[0]->tensor);
   PickledTensor& t = *tensor->tensor;
   t.storage_offset = a[1]->number;
   for (int i : {2, 3}) {
-    const Value& list = *a[i];
     const char* what = i == 2 ? "size" : "stride";
-    if (list.kind != Kind::kTuple || list.items.size() > kMaxPickledRank) {
-      return Corrupt(kRebuildTensor, " gets ", Describe(list), " of ", list.items.size(),
-                     " items for its ", what, ", not a tuple of up to ", kMaxPickledRank);
-    }
     std::vector<int64_t>& out = i == 2 ? t.sizes : t.strides;
-    for (const Ref& n : list.items) {
+    for (const Ref& n : a[i]->items) {
       if (n->kind != Kind::kInt || n->number < 0) {
         return Corrupt(kRebuildTensor, " gets ", Describe(*n), " in its ", what,
                        n->kind == Kind::kInt ? " (negative)" : ", not an int");
@@ -331,6 +363,8 @@ absl::StatusOr<Ref> Unpickler::Call(const Ref& callable, const Ref& args) {
     }
     return args->items[0];
   }
+  // A memoized class can be called any number of times, a few bytes each.
+  LINSERVE_RETURN_IF_ERROR(Charge(callable->text.size()));
   LINSERVE_ASSIGN_OR_RETURN(Ref object, Make(Kind::kObject));
   object->text = callable->text;
   return object;
@@ -401,6 +435,7 @@ absl::Status Unpickler::Step(uint8_t op) {
     case kBinUnicode: {
       LINSERVE_ASSIGN_OR_RETURN(const uint64_t n, TakeLe(4));
       LINSERVE_ASSIGN_OR_RETURN(const std::string_view text, Take(n));
+      LINSERVE_RETURN_IF_ERROR(Charge(n));
       LINSERVE_ASSIGN_OR_RETURN(Ref v, Make(Kind::kString));
       v->text = std::string(text);
       stack_.push_back(std::move(v));
@@ -467,6 +502,7 @@ absl::Status Unpickler::Step(uint8_t op) {
     case kGlobal: {
       LINSERVE_ASSIGN_OR_RETURN(const std::string_view module, Line());
       LINSERVE_ASSIGN_OR_RETURN(const std::string_view name, Line());
+      LINSERVE_RETURN_IF_ERROR(Charge(module.size() + 1 + name.size()));
       LINSERVE_ASSIGN_OR_RETURN(Ref v, Make(Kind::kGlobal));
       v->text = std::string(module) + "." + std::string(name);
       stack_.push_back(std::move(v));
@@ -500,7 +536,7 @@ absl::Status Unpickler::Step(uint8_t op) {
                  " is not one torch.save writes for a dict of tensors");
 }
 
-absl::StatusOr<Ref> Unpickler::Run() {
+absl::StatusOr<Ref> Unpickler::RunOps() {
   for (int64_t ops = 0; result_ == nullptr; ++ops) {
     op_at_ = at_;
     if (at_ == in_.size()) return Corrupt("truncated: the pickle ends without STOP");
@@ -517,21 +553,22 @@ absl::StatusOr<Ref> Unpickler::Run() {
   return std::move(result_);
 }
 
-}  // namespace
+absl::StatusOr<PickledStateDict> Unpickler::Run() {
+  LINSERVE_ASSIGN_OR_RETURN(const Ref top, RunOps());
+  return StateDict(*top);
+}
 
-absl::StatusOr<PickledStateDict> UnpickleStateDict(std::string_view pickle, uint64_t file_offset) {
-  Unpickler unpickler(pickle, file_offset);
-  LINSERVE_ASSIGN_OR_RETURN(const Ref top, unpickler.Run());
-  if (top->kind != Kind::kDict) {
+absl::StatusOr<PickledStateDict> Unpickler::StateDict(const Value& top) {
+  if (top.kind != Kind::kDict) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the checkpoint holds ", Describe(*top), ", not a dict of tensors"));
+        absl::StrCat("the checkpoint holds ", Describe(top), ", not a dict of tensors"));
   }
   PickledStateDict tensors;
-  tensors.reserve(top->items.size() / 2);
+  tensors.reserve(top.items.size() / 2);
   absl::flat_hash_set<std::string_view> names;
-  for (size_t i = 0; i < top->items.size(); i += 2) {
-    const Value& key = *top->items[i];
-    const Value& value = *top->items[i + 1];
+  for (size_t i = 0; i < top.items.size(); i += 2) {
+    const Value& key = *top.items[i];
+    const Value& value = *top.items[i + 1];
     if (key.kind != Kind::kString) {
       return absl::InvalidArgumentError(absl::StrCat("the checkpoint's dict has a key that is ",
                                                      Describe(key), ", not a string"));
@@ -545,9 +582,18 @@ absl::StatusOr<PickledStateDict> UnpickleStateDict(std::string_view pickle, uint
       return absl::DataLossError(
           absl::StrCat("the checkpoint's dict holds key '", Shown(key.text), "' twice"));
     }
+    // One tensor may sit under many names (tied weights), each a copy.
+    LINSERVE_RETURN_IF_ERROR(ChargeTensor(*value.tensor));
+    LINSERVE_RETURN_IF_ERROR(Charge(key.text.size()));
     tensors.emplace_back(key.text, *value.tensor);
   }
   return tensors;
+}
+
+}  // namespace
+
+absl::StatusOr<PickledStateDict> UnpickleStateDict(std::string_view pickle, uint64_t file_offset) {
+  return Unpickler(pickle, file_offset).Run();
 }
 
 }  // namespace linserve

@@ -24,8 +24,9 @@
 //     holding something else is refused naming what it holds;
 //   - a persistent id is ('storage', torch.<T>Storage, key, location, numel).
 // Hostile input costs bounded memory: at most kMaxPickleOps opcodes and
-// kMaxPickleObjects values, nesting at most kMaxPickleDepth deep, and no
-// value can come to contain itself.
+// kMaxPickleObjects values, nesting at most kMaxPickleDepth deep, no value
+// can come to contain itself, and what it copies is bounded by the pickle's
+// size (kPickleCopiedBytesPerByte below).
 //
 // Error codes: DataLoss for a pickle that is malformed or truncated, naming
 // the byte offset of the opcode; InvalidArgument for a valid pickle that is
@@ -50,6 +51,19 @@ inline constexpr int64_t kMaxPickleObjects = int64_t{1} << 20;
 inline constexpr int kMaxPickleDepth = 32;
 // Tensors of higher rank are corrupt, not large.
 inline constexpr size_t kMaxPickledRank = 64;
+// Counting values is not enough: a value memoized once can be copied by
+// every opcode that uses it (an object named after a 64 KiB class name, a
+// tensor with a 64 KiB storage key under a million names), a few bytes of
+// pickle each. So every byte copied out of the pickle (strings, names,
+// storage keys, sizes and strides, each PickledTensor made or returned) is
+// charged, and a pickle may copy at most this many bytes per byte of its own
+// plus kPickleCopiedBytesAllowance. torch.save's pickles copy about 5 (the
+// RWKV-7 fixtures' 41 KB pickles, 214 KB; by count, rank-64 tensors about
+// 7), so this refuses only files built to multiply themselves, and bounds
+// the copies of the largest pickle read (64 MiB) to 1 GiB. References (DUP,
+// BINGET, containers) copy a pointer, bounded by kMaxPickleOps.
+inline constexpr int64_t kPickleCopiedBytesPerByte = 16;
+inline constexpr int64_t kPickleCopiedBytesAllowance = int64_t{1} << 20;
 
 // One tensor as data.pkl describes it; its bytes are the archive's entry
 // "<archive>/data/<storage_key>". Sizes, strides and offset are checked to
