@@ -165,6 +165,11 @@ ABSL_FLAG(int64_t, prefix_cache_sightings, 65536,
           "Prefix keys remembered (32 bytes each) to spot a prefix's second sighting, when the "
           "cache keeps its state");
 ABSL_FLAG(int32_t, max_cache_salt_bytes, 256, "Bytes of a request's cache_salt");
+ABSL_FLAG(int32_t, max_grammar_bytes, 65536,
+          "Bytes of a request's constraint: a GBNF grammar, or a choice's strings together");
+ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint");
+ABSL_FLAG(int64_t, max_grammar_symbols, 100000,
+          "Symbols of a request's compiled grammar, repetitions expanded");
 ABSL_FLAG(int32_t, warmup_steps, 16,
           "Decode steps run at start, before health says SERVING; 0 skips the warm-up");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
@@ -227,6 +232,9 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
   l.max_top_logprobs = absl::GetFlag(FLAGS_max_top_logprobs);
   l.max_cache_salt_bytes = absl::GetFlag(FLAGS_max_cache_salt_bytes);
+  l.max_grammar_bytes = absl::GetFlag(FLAGS_max_grammar_bytes);
+  l.max_choices = absl::GetFlag(FLAGS_max_choices);
+  l.max_grammar_symbols = absl::GetFlag(FLAGS_max_grammar_symbols);
   l.sampling.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens_cap);
   l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
   l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
@@ -245,6 +253,9 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_new_tokens_cap", l.sampling.max_new_tokens_cap},
            {"default_max_new_tokens", l.default_max_new_tokens},
            {"max_stop_bytes", l.sampling.max_stop_bytes},
+           {"max_grammar_bytes", l.max_grammar_bytes},
+           {"max_choices", l.max_choices},
+           {"max_grammar_symbols", l.max_grammar_symbols},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
            {"max_open_streams", o.max_open_streams},
            {"max_open_streams_per_tenant", o.max_open_streams_per_tenant},

@@ -1,5 +1,6 @@
 #include "engine/generation/generation.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -13,6 +14,8 @@ const char* FinishReasonName(FinishReason reason) {
       return "stop";
     case FinishReason::kEos:
       return "eos";
+    case FinishReason::kGrammar:
+      return "grammar";
     case FinishReason::kNone:
       break;
   }
@@ -21,7 +24,8 @@ const char* FinishReasonName(FinishReason reason) {
 
 Generation::Generation(const Tokenizer& tokenizer, SamplingParams params,
                        std::vector<int64_t> prompt)
-    : eos_id_(tokenizer.eos_id()),
+    : tokenizer_(tokenizer),
+      eos_id_(tokenizer.eos_id()),
       never_sampled_(tokenizer.never_sampled()),
       max_new_tokens_(params.max_new_tokens),
       ignore_eos_(params.ignore_eos),
@@ -34,8 +38,41 @@ Generation::Step Generation::Next(absl::Span<const float> logits) {
   return NextInPlace(absl::MakeSpan(copy_));
 }
 
+void Generation::Constrain(std::shared_ptr<GrammarTokenMasks> grammar) {
+  grammar_state_ = grammar->matcher().Start();
+  grammar_ = std::move(grammar);
+}
+
+void Generation::MaskByGrammar(absl::Span<float> logits) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  const TokenMask& allowed = grammar_->Allowed(grammar_state_);
+  masked_row_.assign(logits.begin(), logits.end());
+  const auto n = static_cast<int64_t>(logits.size());
+  for (int64_t word = 0; word * 64 < n; ++word) {
+    const uint64_t bits = word < static_cast<int64_t>(allowed.size()) ? allowed[word] : 0;
+    if (bits == ~uint64_t{0}) continue;
+    for (int64_t id = word * 64; id < std::min(n, word * 64 + 64); ++id) {
+      if (!((bits >> (id & 63)) & 1)) logits[id] = kMinusInf;
+    }
+  }
+}
+
+void Generation::AdvanceGrammar(int64_t token, Step& step) {
+  if (token == eos_id_) return;
+  GrammarMatcher& matcher = grammar_->matcher();
+  if (!matcher.AdvanceAll(grammar_state_, tokenizer_.TokenBytes(token)) ||
+      !GrammarMatcher::CanContinue(grammar_state_)) {
+    // Done, or (the mask allowed only what fits) the matcher's bound was hit.
+    constraint_failed_ = !GrammarMatcher::CanEnd(grammar_state_);
+    if (step.finish == FinishReason::kNone || step.finish == FinishReason::kLength) {
+      step.finish = FinishReason::kGrammar;
+    }
+  }
+}
+
 Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  if (grammar_) MaskByGrammar(logits);
   masked_.clear();
   for (int64_t id : never_sampled_) {
     if (id >= static_cast<int64_t>(logits.size())) break;  // ascending
@@ -44,6 +81,7 @@ Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   }
   Step step{sampler_.SampleInPlace(logits, history_), "", FinishReason::kNone};
   for (size_t i = 0; i < masked_.size(); ++i) logits[never_sampled_[i]] = masked_[i];
+  if (grammar_) std::copy(masked_row_.begin(), masked_row_.end(), logits.begin());
   history_.push_back(step.token);
   ++generated_;
   TextOutput::Piece piece = text_.PushToken(step.token);
@@ -55,8 +93,10 @@ Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   } else if (generated_ >= max_new_tokens_) {
     step.finish = FinishReason::kLength;
   }
+  if (grammar_ && step.finish != FinishReason::kStop) AdvanceGrammar(step.token, step);
   // A stop already flushed everything; the other ends release what is held.
-  if (step.finish == FinishReason::kEos || step.finish == FinishReason::kLength) {
+  if (step.finish == FinishReason::kEos || step.finish == FinishReason::kLength ||
+      step.finish == FinishReason::kGrammar) {
     step.text += text_.Finish();
   }
   finish_ = step.finish;

@@ -2,11 +2,13 @@
 #define LINSERVE_ENGINE_GENERATION_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "engine/generation/sampler.h"
+#include "engine/grammar/token_masks.h"
 #include "engine/text/text_output.h"
 #include "engine/text/tokenizer.h"
 
@@ -18,6 +20,7 @@ enum class FinishReason {
   kLength,  // max_new_tokens reached
   kStop,    // a stop sequence matched
   kEos,     // the model sampled EOS (and ignore_eos is off); never without an EOS id
+  kGrammar, // the grammar's text is complete (kStop to a client)
 };
 
 const char* FinishReasonName(FinishReason reason);
@@ -49,6 +52,17 @@ class Generation {
   // began. Rows of different generations may be sampled in parallel.
   Step NextInPlace(absl::Span<float> logits);
 
+  // Constrains every later token to those whose bytes the grammar allows
+  // next (the end of text only where the grammar may end); the generation
+  // finishes with kGrammar as soon as the grammar allows nothing more. The
+  // masks are shared with the other generations of the same grammar.
+  void Constrain(std::shared_ptr<GrammarTokenMasks> grammar);
+  bool constrained() const { return grammar_ != nullptr; }
+  // Whether a constrained generation ended because no token fit: the
+  // grammar's parses overflowed the matcher's bound (then finish_reason()
+  // is kGrammar with the text incomplete).
+  bool constraint_failed() const { return constraint_failed_; }
+
   // Ends a generation from outside (cancellation): the text held back as a
   // possible stop prefix or an incomplete character.
   std::string Cancel();
@@ -61,10 +75,20 @@ class Generation {
   Sampler& sampler() { return sampler_; }
 
  private:
+  // Writes -inf over what the constraint forbids, the row saved to masked_row_.
+  void MaskByGrammar(absl::Span<float> logits);
+  // The grammar's state after `token`; finishes the generation when it is done.
+  void AdvanceGrammar(int64_t token, Step& step);
+
+  const Tokenizer tokenizer_;
   const int64_t eos_id_;  // -1: the vocabulary has none
   const std::vector<int64_t> never_sampled_;
   std::vector<float> copy_;    // Next's row, reused across steps
   std::vector<float> masked_;  // the logits NextInPlace masked, to put back
+  std::shared_ptr<GrammarTokenMasks> grammar_;  // null: unconstrained
+  GrammarState grammar_state_;
+  std::vector<float> masked_row_;  // the row before the grammar's mask
+  bool constraint_failed_ = false;
   const int32_t max_new_tokens_;
   const bool ignore_eos_;
   Sampler sampler_;

@@ -15,6 +15,8 @@ v1::FinishReason ReasonToProto(const TurnSummary& summary) {
       return v1::FINISH_REASON_STOP;
     case FinishReason::kEos:
       return v1::FINISH_REASON_EOS;
+    case FinishReason::kGrammar:
+      return v1::FINISH_REASON_GRAMMAR;
     case FinishReason::kNone:
       break;
   }

@@ -243,6 +243,9 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_max_state_bytes(options_.scheduler.max_state_bytes);
   limits->set_max_state_chunk_bytes(options_.max_state_chunk_bytes);
   limits->set_max_cache_salt_bytes(options_.limits.max_cache_salt_bytes);
+  limits->set_max_grammar_bytes(options_.limits.max_grammar_bytes);
+  limits->set_max_choices(options_.limits.max_choices);
+  for (const char* kind : {"grammar", "choice"}) response->add_constraints(kind);
   return Reply(context, "GetModelInfo", absl::OkStatus());
 }
 

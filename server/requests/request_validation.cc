@@ -3,7 +3,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/base/status_macros.h"
+#include "engine/grammar/gbnf_parser.h"
 #include "engine/text/utf8_assembler.h"
 
 namespace linserve {
@@ -84,6 +86,74 @@ absl::Status ValidateCacheSalt(absl::string_view field, absl::string_view salt,
                               limits.max_cache_salt_bytes, " are allowed"));
 }
 
+namespace {
+
+// The constraint's text as GBNF, counted against its limits before it is
+// parsed; the parse's own limits bound what the text expands to.
+absl::Status ValidateConstraint(const v1::GenerateRequest& request, const RequestLimits& limits,
+                                GenerateCall& call) {
+  const auto max_bytes = static_cast<size_t>(limits.max_grammar_bytes);
+  std::string_view field;
+  if (request.constraint_case() == v1::GenerateRequest::kGrammar) {
+    field = "grammar";
+    if (request.grammar().size() > max_bytes) {
+      return Invalid(absl::StrCat("grammar is ", request.grammar().size(),
+                                  " bytes; at most max_grammar_bytes = ", max_bytes));
+    }
+    call.grammar_text = request.grammar();
+  } else if (request.constraint_case() == v1::GenerateRequest::kChoice) {
+    field = "choice";
+    const auto& choices = request.choice().choices();
+    if (choices.empty() || choices.size() > limits.max_choices) {
+      return Invalid(absl::StrCat("choice has ", choices.size(), " strings; 1 to max_choices = ",
+                                  limits.max_choices, " are allowed"));
+    }
+    size_t bytes = 0;
+    for (int i = 0; i < choices.size(); ++i) {
+      bytes += choices[i].size();
+      if (bytes > max_bytes) {
+        return Invalid(absl::StrCat("choice's strings pass max_grammar_bytes = ", max_bytes,
+                                    " bytes together"));
+      }
+      if (choices[i].empty()) return Invalid(absl::StrCat("choice[", i, "] is empty"));
+      LINSERVE_RETURN_IF_ERROR(ValidateUtf8(absl::StrCat("choice[", i, "]"), choices[i]));
+    }
+    call.grammar_text = ChoiceGrammar({choices.begin(), choices.end()});
+  } else {
+    return absl::OkStatus();
+  }
+  GbnfLimits gbnf;
+  gbnf.max_symbols = limits.max_grammar_symbols;
+  absl::StatusOr<Grammar> grammar = ParseGbnf(call.grammar_text, gbnf);
+  if (!grammar.ok()) {
+    return Invalid(absl::StrCat(std::string(field), ": ", grammar.status().message()));
+  }
+  call.grammar = std::make_shared<const Grammar>(*std::move(grammar));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ChoiceGrammar(const std::vector<std::string>& choices) {
+  std::string gbnf = "root ::=";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    gbnf += i == 0 ? " \"" : " | \"";
+    for (char c : choices[i]) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        gbnf += '\\';
+        gbnf += c;
+      } else if (byte < 0x20 || byte == 0x7F) {
+        gbnf += absl::StrFormat("\\x%02X", byte);
+      } else {
+        gbnf += c;  // UTF-8 passes as it is: the parser reads it as text
+      }
+    }
+    gbnf += '"';
+  }
+  return gbnf;
+}
+
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                      const RequestLimits& limits) {
   GenerateCall call;
@@ -126,6 +196,7 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
   if (call.top_logprobs > 0 && !call.logprobs) {
     return Invalid("top_logprobs needs logprobs = true");
   }
+  LINSERVE_RETURN_IF_ERROR(ValidateConstraint(request, limits, call));
   return call;
 }
 

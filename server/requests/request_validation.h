@@ -5,12 +5,14 @@
 // INVALID_ARGUMENT naming the field and its bound, and nothing else happens.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/generation/sampler.h"
+#include "engine/grammar/grammar.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/common/protocol.h"
 
@@ -23,6 +25,9 @@ struct RequestLimits {
   SamplingLimits sampling;  // max_new_tokens cap, stop sequences, vocab
   int32_t max_top_logprobs = 20;
   int32_t max_cache_salt_bytes = 256;
+  int32_t max_grammar_bytes = 65536;  // a constraint's text (a choice's strings together)
+  int32_t max_choices = 256;          // strings of a choice
+  int64_t max_grammar_symbols = 100000;  // of the compiled grammar (GbnfLimits)
 };
 
 // A Generate request after validation, in the engine's terms.
@@ -35,11 +40,18 @@ struct GenerateCall {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
+  // The constraint, parsed (null: none), and its GBNF text, which names it in
+  // the engine's cache of grammars.
+  std::shared_ptr<const Grammar> grammar;
+  std::string grammar_text;
   Protocol protocol = Protocol::kGrpc;  // the transport, for the metrics' label
 };
 
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                      const RequestLimits& limits);
+
+// A choice as GBNF: root ::= "first" | "second" | ..., each string escaped.
+std::string ChoiceGrammar(const std::vector<std::string>& choices);
 
 // Session ids are 32 lowercase hex digits (128 random bits).
 absl::Status ValidateSessionId(absl::string_view field, absl::string_view id);

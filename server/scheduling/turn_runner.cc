@@ -123,6 +123,20 @@ void TurnRunner::StartGeneration(Turn& turn, SamplerRngState rng) {
   turn.seed = rng.seed;
   turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
   turn.generation->sampler().set_rng_state(rng);
+  if (turn.call.grammar) turn.generation->Constrain(GrammarFor(turn.call));
+}
+
+std::shared_ptr<GrammarTokenMasks> TurnRunner::GrammarFor(const GenerateCall& call) {
+  constexpr size_t kMaxGrammars = 64;
+  auto it = grammars_.find(call.grammar_text);
+  if (it != grammars_.end()) return it->second;
+  if (grammars_.size() >= kMaxGrammars) {
+    absl::erase_if(grammars_, [](const auto& entry) { return entry.second.use_count() == 1; });
+  }
+  if (!token_trie_) token_trie_ = TokenTrieOf(tokenizer_);
+  auto grammar = std::make_shared<GrammarTokenMasks>(token_trie_, *call.grammar);
+  grammars_.emplace(call.grammar_text, grammar);
+  return grammar;
 }
 
 void TurnRunner::UsePrefixCache(Turn& turn) {
@@ -248,10 +262,23 @@ void TurnRunner::SampleAndEmit(const std::vector<Turn*>& turns, const std::vecto
   // and give the same tokens. A row of 65,536 logits takes tens of
   // microseconds; below about 2^17 logits a task costs more to hand out than
   // to run.
+  // Constrained rows share their grammar's matcher and mask cache, which
+  // only this thread may touch: they go first, here.
   std::vector<Generation::Step> steps(turns.size());
+  std::vector<int64_t> free_rows;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if (turns[i]->generation->constrained()) {
+      steps[i] = turns[i]->generation->NextInPlace(row(i));
+    } else {
+      free_rows.push_back(static_cast<int64_t>(i));
+    }
+  }
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(vocab, 1));
-  at::parallel_for(0, static_cast<int64_t>(turns.size()), grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) steps[i] = turns[i]->generation->NextInPlace(row(i));
+  at::parallel_for(0, static_cast<int64_t>(free_rows.size()), grain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t i = free_rows[k];
+      steps[i] = turns[i]->generation->NextInPlace(row(i));
+    }
   });
   Charge(StepPhase::kSampling, start);
   for (size_t i = 0; i < turns.size(); ++i) Emit(*turns[i], row(i), steps[i]);

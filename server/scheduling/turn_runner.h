@@ -10,11 +10,15 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/grammar/token_masks.h"
 #include "engine/model/language_model.h"
 #include "engine/model/slot_pool.h"
 #include "engine/model/state.h"
@@ -78,6 +82,9 @@ class TurnRunner {
   void UsePrefixCache(Turn& turn);
   // The turn's sampler, continuing `rng` (a seed is picked when it has none).
   void StartGeneration(Turn& turn, SamplerRngState rng);
+  // The shared matcher and masks of the turn's grammar, made at its first
+  // use (the vocabulary's trie at the first of all).
+  std::shared_ptr<GrammarTokenMasks> GrammarFor(const GenerateCall& call);
   // The request's token ids as given, or its text encoded (with BOS when it
   // `starts_text` and the model takes one).
   std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
@@ -102,6 +109,11 @@ class TurnRunner {
   std::vector<Turn*> slots_;  // the turn in each slot of pool_
   absl::BitGen bitgen_;
   std::array<absl::Duration, kStepPhases> phase_times_{};
+  std::shared_ptr<const TokenTrie> token_trie_;
+  // Grammars by their GBNF text: generations of the same grammar share its
+  // interned parses and cached masks. Past kMaxGrammars, those no turn uses
+  // are dropped.
+  absl::flat_hash_map<std::string, std::shared_ptr<GrammarTokenMasks>> grammars_;
 };
 
 }  // namespace linserve

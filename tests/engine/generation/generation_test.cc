@@ -3,9 +3,13 @@
 
 #include "engine/generation/generation.h"
 
+#include <cctype>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/grammar/gbnf_parser.h"
+#include "engine/grammar/token_masks.h"
 #include "gtest/gtest.h"
 
 namespace linserve {
@@ -148,6 +152,42 @@ TEST(GenerationTest, FinishReasonsHaveWireNames) {
   EXPECT_STREQ(FinishReasonName(FinishReason::kLength), "length");
   EXPECT_STREQ(FinishReasonName(FinishReason::kStop), "stop");
   EXPECT_STREQ(FinishReasonName(FinishReason::kEos), "eos");
+  EXPECT_STREQ(FinishReasonName(FinishReason::kGrammar), "grammar");
+}
+
+// World tokens under a grammar: the logits favour an EOS and tokens the
+// grammar forbids; the text is still the grammar's, split across tokens that
+// end inside a character, and the generation ends when the grammar is done.
+// The row comes back as it was.
+TEST(GenerationTest, AGrammarAllowsOnlyItsTextAndEndsWhenItIsComplete) {
+  absl::StatusOr<Tokenizer> world = Tokenizer::World(Tokenizer::BuiltInWorldVocabulary(), 65536);
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<Grammar> grammar = ParseGbnf(R"(root ::= "日本" [0-9]{2} | "no")");
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  auto masks = std::make_shared<GrammarTokenMasks>(TokenTrieOf(*world), *grammar);
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SamplingParams params;
+    params.temperature = 2.0f;
+    params.max_new_tokens = 50;
+    params.seed = seed;
+    Generation generation(*world, params, {});
+    generation.Constrain(masks);
+    std::vector<float> logits(65536, 0.0f);
+    logits[0] = 30.0f;                                   // EOS
+    for (int id = 1; id < 65536; id += 3) logits[id] = 3.0f;
+    const std::vector<float> before = logits;
+    std::string text;
+    while (!generation.finished()) {
+      const Generation::Step step = generation.NextInPlace(absl::MakeSpan(logits));
+      ASSERT_EQ(logits, before);
+      text += step.text;
+      if (generation.finished()) EXPECT_EQ(step.finish, FinishReason::kGrammar);
+    }
+    EXPECT_TRUE(text == "no" || (text.size() == 8 && text.rfind("日本", 0) == 0 &&
+                                 std::isdigit(text[6]) && std::isdigit(text[7])))
+        << text;
+    EXPECT_FALSE(generation.constraint_failed());
+  }
 }
 
 TEST(GenerationTest, NeverSamplesANeverSampledId) {
