@@ -65,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(text.ok(), "a parsed template cannot render a user message");
   }
 
-  const nlohmann::json json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const linserve::RequestJson json =
+      linserve::RequestJson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return 0;
   absl::StatusOr<linserve::OpenAiRequest> request =
       linserve::ParseOpenAiRequest(endpoint, json, chat_template, header_session);

@@ -168,6 +168,7 @@ ABSL_FLAG(int32_t, max_cache_salt_bytes, 256, "Bytes of a request's cache_salt")
 ABSL_FLAG(int32_t, max_grammar_bytes, 65536,
           "Bytes of a request's constraint: a GBNF grammar, or a choice's strings together");
 ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint");
+ABSL_FLAG(int32_t, max_logit_bias, 1024, "Entries of a request's logit_bias");
 ABSL_FLAG(int64_t, max_grammar_symbols, 100000,
           "Symbols of a request's compiled grammar, repetitions expanded");
 ABSL_FLAG(int32_t, warmup_steps, 16,
@@ -235,6 +236,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.max_grammar_bytes = absl::GetFlag(FLAGS_max_grammar_bytes);
   l.max_choices = absl::GetFlag(FLAGS_max_choices);
   l.max_grammar_symbols = absl::GetFlag(FLAGS_max_grammar_symbols);
+  l.max_logit_bias = absl::GetFlag(FLAGS_max_logit_bias);
   l.sampling.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens_cap);
   l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
   l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
@@ -256,6 +258,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_grammar_bytes", l.max_grammar_bytes},
            {"max_choices", l.max_choices},
            {"max_grammar_symbols", l.max_grammar_symbols},
+           {"max_logit_bias", l.max_logit_bias},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
            {"max_open_streams", o.max_open_streams},
            {"max_open_streams_per_tenant", o.max_open_streams_per_tenant},

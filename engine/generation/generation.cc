@@ -72,6 +72,11 @@ void Generation::AdvanceGrammar(int64_t token, Step& step) {
 
 Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  unbiased_.clear();
+  for (const auto& [id, bias] : logit_bias_) {
+    unbiased_.push_back(logits[id]);
+    logits[id] += bias;
+  }
   if (grammar_) MaskByGrammar(logits);
   masked_.clear();
   for (int64_t id : never_sampled_) {
@@ -82,6 +87,7 @@ Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   Step step{sampler_.SampleInPlace(logits, history_), "", FinishReason::kNone};
   for (size_t i = 0; i < masked_.size(); ++i) logits[never_sampled_[i]] = masked_[i];
   if (grammar_) std::copy(masked_row_.begin(), masked_row_.end(), logits.begin());
+  for (size_t i = 0; i < unbiased_.size(); ++i) logits[logit_bias_[i].first] = unbiased_[i];
   history_.push_back(step.token);
   ++generated_;
   TextOutput::Piece piece = text_.PushToken(step.token);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -58,6 +59,9 @@ class Generation {
   // masks are shared with the other generations of the same grammar.
   void Constrain(std::shared_ptr<GrammarTokenMasks> grammar);
   bool constrained() const { return grammar_ != nullptr; }
+  // Adds `bias` (token id, value; ids inside the vocabulary) to those logits
+  // before every draw, as OpenAI's logit_bias; undone after it.
+  void SetLogitBias(std::vector<std::pair<int64_t, float>> bias) { logit_bias_ = std::move(bias); }
   // Whether a constrained generation ended because no token fit: the
   // grammar's parses overflowed the matcher's bound (then finish_reason()
   // is kGrammar with the text incomplete).
@@ -88,6 +92,8 @@ class Generation {
   std::shared_ptr<GrammarTokenMasks> grammar_;  // null: unconstrained
   GrammarState grammar_state_;
   std::vector<float> masked_row_;  // the row before the grammar's mask
+  std::vector<std::pair<int64_t, float>> logit_bias_;
+  std::vector<float> unbiased_;  // the biased logits as they were
   bool constraint_failed_ = false;
   const int32_t max_new_tokens_;
   const bool ignore_eos_;

@@ -428,7 +428,7 @@ absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schem
   return SchemaCompiler(schema).Compile();
 }
 
-absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_text) {
+absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text) {
   json schema = json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return absl::InvalidArgumentError("json_schema is not valid JSON");
   return JsonSchemaToGbnf(schema);

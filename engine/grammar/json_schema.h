@@ -29,7 +29,7 @@ namespace linserve {
 // ordered_json): that order is the order of the keys in the text.
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
 // The same from the schema's JSON text.
-absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_text);
+absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text);
 
 // Any JSON object: what response_format {"type": "json_object"} asks for.
 std::string JsonObjectGbnf();

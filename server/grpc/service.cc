@@ -245,7 +245,8 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_max_cache_salt_bytes(options_.limits.max_cache_salt_bytes);
   limits->set_max_grammar_bytes(options_.limits.max_grammar_bytes);
   limits->set_max_choices(options_.limits.max_choices);
-  for (const char* kind : {"grammar", "choice"}) response->add_constraints(kind);
+  limits->set_max_logit_bias(options_.limits.max_logit_bias);
+  for (const char* kind : {"grammar", "choice", "json_schema"}) response->add_constraints(kind);
   return Reply(context, "GetModelInfo", absl::OkStatus());
 }
 

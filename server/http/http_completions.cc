@@ -115,7 +115,7 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   absl::StatusOr<Scheduler*> scheduler = handlers_->Ready();
   if (!scheduler.ok()) return scheduler.status();
   scheduler_ = *scheduler;
-  absl::StatusOr<nlohmann::json> body = handlers_->ParseBody(req);
+  absl::StatusOr<RequestJson> body = handlers_->ParseBody(req);
   if (!body.ok()) return body.status();
 
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(

@@ -116,19 +116,19 @@ absl::StatusOr<Scheduler*> HttpHandlers::Ready() const {
   return scheduler;
 }
 
-absl::StatusOr<Scheduler*> HttpHandlers::Admit(const HttpRequest& req, nlohmann::json* body) const {
+absl::StatusOr<Scheduler*> HttpHandlers::Admit(const HttpRequest& req, RequestJson* body) const {
   absl::StatusOr<std::string> tenant = Authenticate(req);
   if (!tenant.ok()) return tenant.status();
   absl::StatusOr<Scheduler*> scheduler = Ready();
   if (!scheduler.ok() || body == nullptr) return scheduler;
-  absl::StatusOr<nlohmann::json> parsed = ParseBody(req);
+  absl::StatusOr<RequestJson> parsed = ParseBody(req);
   if (!parsed.ok()) return parsed.status();
   *body = *std::move(parsed);
   return scheduler;
 }
 
-absl::StatusOr<nlohmann::json> HttpHandlers::ParseBody(const HttpRequest& req) const {
-  nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+absl::StatusOr<RequestJson> HttpHandlers::ParseBody(const HttpRequest& req) const {
+  RequestJson body = RequestJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
   if (!body.is_object()) {
     return absl::InvalidArgumentError("the request body must be a JSON object");
@@ -204,10 +204,10 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req) {
 
 HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
   constexpr char kMethod[] = "Tokenize";
-  nlohmann::json body_value;
+  RequestJson body_value;
   absl::StatusOr<Scheduler*> scheduler = Admit(req, &body_value);
   if (!scheduler.ok()) return ErrorAnswer(kMethod, ToHttpError(scheduler.status()));
-  const nlohmann::json* body = &body_value;
+  const RequestJson* body = &body_value;
   // A chat's messages render as /v1/chat/completions renders them.
   const bool chat = body->contains("messages");
   absl::StatusOr<OpenAiRequest> parsed =
@@ -230,10 +230,10 @@ HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
 
 HttpResponse HttpHandlers::Detokenize(const HttpRequest& req) {
   constexpr char kMethod[] = "Detokenize";
-  nlohmann::json body_value;
+  RequestJson body_value;
   absl::StatusOr<Scheduler*> scheduler = Admit(req, &body_value);
   if (!scheduler.ok()) return ErrorAnswer(kMethod, ToHttpError(scheduler.status()));
-  const nlohmann::json* body = &body_value;
+  const RequestJson* body = &body_value;
   const auto tokens = body->find("tokens");
   const int64_t vocab = (*scheduler)->model_facts().vocab_size;
   const int64_t max_tokens = service_->options().limits.max_prompt_bytes;

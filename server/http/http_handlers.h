@@ -17,6 +17,7 @@
 #include "server/http/chat_template.h"
 #include "server/http/chat_turn_ends.h"
 #include "server/http/http_errors.h"
+#include "server/http/openai_request.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_request.h"
 #include "server/net/http_service.h"
@@ -52,10 +53,10 @@ class HttpHandlers : public HttpService {
   absl::StatusOr<std::string> Authenticate(const HttpRequest& req) const;
   // The scheduler once the model is loaded, or UNAVAILABLE.
   absl::StatusOr<Scheduler*> Ready() const;
-  absl::StatusOr<nlohmann::json> ParseBody(const HttpRequest& req) const;
+  absl::StatusOr<RequestJson> ParseBody(const HttpRequest& req) const;
   // For an endpoint that only reads: authenticated, the model loaded and,
   // when `body` is set, the body parsed into it.
-  absl::StatusOr<Scheduler*> Admit(const HttpRequest& req, nlohmann::json* body) const;
+  absl::StatusOr<Scheduler*> Admit(const HttpRequest& req, RequestJson* body) const;
   std::optional<ChatTemplate> chat_template() const;
 
   HttpResponse ErrorAnswer(const char* method, const HttpError& error);

@@ -5,13 +5,14 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 
 namespace linserve {
 namespace {
 
-using Json = nlohmann::json;
+using Json = RequestJson;
 
 absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(std::string(message));
@@ -113,14 +114,71 @@ absl::Status RefuseUnsupported(Fields& f) {
       return Invalid(absl::StrCat(name, " is not supported (no tool calling)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// OpenAI's response_format and vLLM's structured_outputs, as the gRPC
+// request's constraint (validated there, as every constraint is).
+absl::Status ReadConstraint(Fields& f, v1::GenerateRequest& out) {
+  int given = 0;
   if (const Json* format = f.Get("response_format"); format != nullptr) {
-    // value("type", "") would throw on a "type" that is not a string.
+    // find(), not value(): value() throws on a "type" that is not a string.
     const auto type = format->is_object() ? format->find("type") : format->end();
-    const bool text = type != format->end() && *type == "text";
-    if (!text) return Invalid("response_format is not supported (only {\"type\": \"text\"})");
+    if (type == format->end() || !type->is_string()) {
+      return Invalid("response_format must be an object with a string \"type\"");
+    }
+    if (*type == "json_object") {
+      out.set_json_schema(R"({"type": "object"})");
+      ++given;
+    } else if (*type == "json_schema") {
+      const auto spec = format->find("json_schema");
+      if (spec == format->end() || !spec->is_object() || !spec->contains("schema") ||
+          !(*spec)["schema"].is_object()) {
+        return Invalid("response_format.json_schema must be an object with an object \"schema\"");
+      }
+      out.set_json_schema((*spec)["schema"].dump());
+      ++given;
+    } else if (*type != "text") {
+      return Invalid(absl::StrCat("response_format.type = ", type->dump(),
+                                  " is not one of \"text\", \"json_object\", \"json_schema\""));
+    }
   }
-  if (const Json* bias = f.Get("logit_bias"); bias != nullptr && !bias->empty()) {
-    return Invalid("logit_bias is not supported");
+  if (const Json* outputs = f.Get("structured_outputs"); outputs != nullptr) {
+    if (!outputs->is_object()) return Invalid("structured_outputs must be an object");
+    for (const auto& [key, value] : outputs->items()) {
+      if (value.is_null()) continue;
+      ++given;
+      if (key == "grammar" && value.is_string()) {
+        out.set_grammar(value.get<std::string>());
+      } else if (key == "json" && (value.is_object() || value.is_string())) {
+        out.set_json_schema(value.is_string() ? value.get<std::string>() : value.dump());
+      } else if (key == "choice" && value.is_array()) {
+        v1::Choices* choices = out.mutable_choice();
+        for (const Json& choice : value) {
+          if (!choice.is_string()) return Invalid("structured_outputs.choice must list strings");
+          choices->add_choices(choice.get<std::string>());
+        }
+      } else {
+        return Invalid(absl::StrCat("structured_outputs.", key,
+                                    " is not supported (grammar: a GBNF string, json: a schema, "
+                                    "choice: a list of strings)"));
+      }
+    }
+  }
+  if (given > 1) {
+    return Invalid("response_format and structured_outputs ask for more than one constraint; send one");
+  }
+  if (const Json* bias = f.Get("logit_bias"); bias != nullptr) {
+    if (!bias->is_object()) return Invalid("logit_bias must be an object of token id -> bias");
+    auto& map = *out.mutable_logit_bias();
+    for (const auto& [key, value] : bias->items()) {
+      int32_t id = 0;
+      if (!absl::SimpleAtoi(key, &id)) {
+        return Invalid(absl::StrCat("logit_bias: \"", key.substr(0, 32), "\" is not a token id"));
+      }
+      if (!value.is_number()) return Invalid(absl::StrCat("logit_bias[", id, "] must be a number"));
+      map[id] = value.get<float>();
+    }
   }
   return absl::OkStatus();
 }
@@ -290,6 +348,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   }
   LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));
   LINSERVE_RETURN_IF_ERROR(ReadLogprobs(endpoint, f, out.generate));
+  LINSERVE_RETURN_IF_ERROR(ReadConstraint(f, out.generate));
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (const Json* options = f.Get("stream_options"); options != nullptr) {
     if (!options->is_object()) return Invalid("stream_options must be an object");
@@ -311,7 +370,9 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
   // The validation names GenerateRequest's fields; the client sent OpenAI's.
   const std::string prompt = endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
   const std::pair<const char*, std::string> renames[] = {
-      {"max_new_tokens", "max_tokens"}, {"prompt_tokens", "prompt"}, {"prompt", prompt}};
+      {"max_new_tokens", "max_tokens"}, {"prompt_tokens", "prompt"}, {"prompt", prompt},
+      {"grammar", "structured_outputs.grammar"}, {"choice", "structured_outputs.choice"},
+      {"json_schema", "response_format.json_schema"}};
   for (const auto& [proto_name, openai_name] : renames) {
     if (absl::StartsWith(message, proto_name)) {
       return {openai_name, openai_name + message.substr(std::string(proto_name).size())};
@@ -333,6 +394,7 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "tool_choice",
                                                           "function_call",
                                                           "response_format",
+                                                          "structured_outputs",
                                                           "logit_bias",
                                                           "stop",
                                                           "temperature",

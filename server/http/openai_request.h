@@ -20,6 +20,10 @@ namespace linserve {
 
 enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 
+// A request body with its keys in the order they were sent: a json_schema's
+// properties are generated in that order.
+using RequestJson = nlohmann::ordered_json;
+
 struct OpenAiRequest {
   v1::GenerateRequest generate;  // prompt or prompt_tokens, sampling, stop, session_id, ...
   std::vector<std::string> template_stop;  // a chat template's stop strings, added after validation
@@ -39,10 +43,13 @@ struct OpenAiRequest {
 // INVALID_ARGUMENT naming the field (its OpenAI name) for a body that is not
 // an object, a field of the wrong type, or a field that would change the
 // result but is not supported (n > 1, best_of > 1, echo, suffix, tools,
-// functions, a response_format other than text, a non-empty logit_bias).
+// functions). response_format (json_object, json_schema) and vLLM's
+// structured_outputs (grammar, choice, json) become the request's
+// constraint, logit_bias its logit_bias; GenerateRequest's validation
+// checks them as it checks gRPC's.
 // `header_session_id` is the x-session-id header ("" when absent).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
-                                                 const nlohmann::json& body,
+                                                 const RequestJson& body,
                                                  const ChatTemplate& chat_template,
                                                  const std::string& header_session_id);
 

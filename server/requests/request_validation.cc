@@ -1,11 +1,14 @@
 #include "server/requests/request_validation.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/base/status_macros.h"
 #include "engine/grammar/gbnf_parser.h"
+#include "engine/grammar/json_schema.h"
+#include "engine/grammar/regex_to_gbnf.h"
 #include "engine/text/utf8_assembler.h"
 
 namespace linserve {
@@ -119,6 +122,14 @@ absl::Status ValidateConstraint(const v1::GenerateRequest& request, const Reques
       LINSERVE_RETURN_IF_ERROR(ValidateUtf8(absl::StrCat("choice[", i, "]"), choices[i]));
     }
     call.grammar_text = ChoiceGrammar({choices.begin(), choices.end()});
+  } else if (request.constraint_case() == v1::GenerateRequest::kJsonSchema) {
+    field = "json_schema";
+    if (request.json_schema().size() > max_bytes) {
+      return Invalid(absl::StrCat("json_schema is ", request.json_schema().size(),
+                                  " bytes; at most max_grammar_bytes = ", max_bytes));
+    }
+    // Its own errors name json_schema and the place in the schema.
+    LINSERVE_ASSIGN_OR_RETURN(call.grammar_text, JsonSchemaTextToGbnf(request.json_schema()));
   } else {
     return absl::OkStatus();
   }
@@ -132,24 +143,35 @@ absl::Status ValidateConstraint(const v1::GenerateRequest& request, const Reques
   return absl::OkStatus();
 }
 
+// OpenAI's range; sorted by id, so a request's bias is applied the same
+// way however its map was ordered.
+absl::Status ValidateLogitBias(const v1::GenerateRequest& request, const RequestLimits& limits,
+                               GenerateCall& call) {
+  const auto& bias = request.logit_bias();
+  if (bias.size() > static_cast<size_t>(limits.max_logit_bias)) {
+    return Invalid(absl::StrCat("logit_bias has ", bias.size(), " entries; at most max_logit_bias = ",
+                                limits.max_logit_bias));
+  }
+  for (const auto& [id, value] : bias) {
+    if (id < 0 || id >= limits.sampling.vocab_size) {
+      return Invalid(absl::StrCat("logit_bias names token ", id, ", outside [0, ",
+                                  limits.sampling.vocab_size, ")"));
+    }
+    if (!(value >= -100.0f && value <= 100.0f)) {
+      return Invalid(absl::StrCat("logit_bias[", id, "] = ", value, " is outside [-100, 100]"));
+    }
+    call.logit_bias.push_back({id, value});
+  }
+  std::sort(call.logit_bias.begin(), call.logit_bias.end());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ChoiceGrammar(const std::vector<std::string>& choices) {
   std::string gbnf = "root ::=";
   for (size_t i = 0; i < choices.size(); ++i) {
-    gbnf += i == 0 ? " \"" : " | \"";
-    for (char c : choices[i]) {
-      const auto byte = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        gbnf += '\\';
-        gbnf += c;
-      } else if (byte < 0x20 || byte == 0x7F) {
-        gbnf += absl::StrFormat("\\x%02X", byte);
-      } else {
-        gbnf += c;  // UTF-8 passes as it is: the parser reads it as text
-      }
-    }
-    gbnf += '"';
+    absl::StrAppend(&gbnf, i == 0 ? " " : " | ", GbnfLiteral(choices[i]));
   }
   return gbnf;
 }
@@ -197,6 +219,7 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
     return Invalid("top_logprobs needs logprobs = true");
   }
   LINSERVE_RETURN_IF_ERROR(ValidateConstraint(request, limits, call));
+  LINSERVE_RETURN_IF_ERROR(ValidateLogitBias(request, limits, call));
   return call;
 }
 

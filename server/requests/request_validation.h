@@ -28,6 +28,7 @@ struct RequestLimits {
   int32_t max_grammar_bytes = 65536;  // a constraint's text (a choice's strings together)
   int32_t max_choices = 256;          // strings of a choice
   int64_t max_grammar_symbols = 100000;  // of the compiled grammar (GbnfLimits)
+  int32_t max_logit_bias = 1024;         // entries of a request's logit_bias
 };
 
 // A Generate request after validation, in the engine's terms.
@@ -44,6 +45,7 @@ struct GenerateCall {
   // the engine's cache of grammars.
   std::shared_ptr<const Grammar> grammar;
   std::string grammar_text;
+  std::vector<std::pair<int64_t, float>> logit_bias;  // ascending ids
   Protocol protocol = Protocol::kGrpc;  // the transport, for the metrics' label
 };
 

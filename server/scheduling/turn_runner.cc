@@ -124,6 +124,7 @@ void TurnRunner::StartGeneration(Turn& turn, SamplerRngState rng) {
   turn.generation = std::make_unique<Generation>(tokenizer_, params, turn.prefill);
   turn.generation->sampler().set_rng_state(rng);
   if (turn.call.grammar) turn.generation->Constrain(GrammarFor(turn.call));
+  if (!turn.call.logit_bias.empty()) turn.generation->SetLogitBias(turn.call.logit_bias);
 }
 
 std::shared_ptr<GrammarTokenMasks> TurnRunner::GrammarFor(const GenerateCall& call) {

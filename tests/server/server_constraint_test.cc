@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/server_process.h"
@@ -30,7 +31,7 @@ class ConstraintTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     auto server = ServerProcess::Start({"--model=" + *model,
                                         "--store_dir=" + FreshDir("constraint-store"),
-                                        "--max_grammar_bytes=256", "--max_choices=4"});
+                                        "--max_grammar_bytes=1024", "--max_choices=4"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -114,6 +115,53 @@ TEST_F(ConstraintTest, ASessionGoesOnFromTheConstrainedText) {
             static_cast<int64_t>(3 + 11 + first.text.size() + 6 + 29));
 }
 
+TEST_F(ConstraintTest, AJsonSchemaGivesJsonThatFitsIt) {
+  auto stub = server_->Stub();
+  constexpr char kSchema[] = R"({"type": "object", "properties": {
+      "id": {"type": "string", "format": "uuid"},
+      "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 3},
+      "score": {"type": "integer", "minimum": -5, "maximum": 5},
+      "note": {"type": ["string", "null"], "pattern": "^[a-z]+$"}},
+      "required": ["id", "tags", "score"]})";
+  const std::regex uuid("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
+  for (int seed = 1; seed <= 6; ++seed) {
+    v1::GenerateRequest request = MakeRequest("JSON: ", "", 400, seed, 1.2f);
+    request.set_json_schema(kSchema);
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    ASSERT_EQ(outcome.finished.reason(), v1::FINISH_REASON_GRAMMAR) << outcome.text;
+    const nlohmann::json value = nlohmann::json::parse(outcome.text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << outcome.text;
+    EXPECT_TRUE(std::regex_match(value["id"].get<std::string>(), uuid)) << outcome.text;
+    EXPECT_GE(value["tags"].size(), 1u);
+    EXPECT_LE(value["tags"].size(), 3u);
+    EXPECT_GE(value["score"].get<int>(), -5);
+    EXPECT_LE(value["score"].get<int>(), 5);
+    if (value.contains("note") && !value["note"].is_null()) {
+      EXPECT_TRUE(std::regex_match(value["note"].get<std::string>(), std::regex("[a-z]+")));
+    }
+  }
+}
+
+// logit_bias moves the draw: +100 on one byte makes it all but certain,
+// -100 all but bans the byte the model would pick greedily.
+TEST_F(ConstraintTest, LogitBiasFavoursAndBansTokens) {
+  auto stub = server_->Stub();
+  v1::GenerateRequest favoured = MakeRequest("x", "", 8, 1, 1.0f);
+  (*favoured.mutable_logit_bias())['z'] = 100.0f;
+  GenerateOutcome z = RunGenerate(*stub, favoured);
+  ASSERT_TRUE(z.status.ok()) << z.status.error_message();
+  EXPECT_EQ(z.text, "zzzzzzzz");
+  v1::GenerateRequest greedy = MakeRequest("x", "", 1, 1, 0.0f);
+  GenerateOutcome first = RunGenerate(*stub, greedy);
+  ASSERT_TRUE(first.status.ok());
+  ASSERT_EQ(first.text.size(), 1u);
+  (*greedy.mutable_logit_bias())[static_cast<unsigned char>(first.text[0])] = -100.0f;
+  GenerateOutcome banned = RunGenerate(*stub, greedy);
+  ASSERT_TRUE(banned.status.ok());
+  EXPECT_NE(banned.text, first.text);
+}
+
 TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
   auto stub = server_->Stub();
   struct Case {
@@ -124,8 +172,8 @@ TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
       {[](auto& r) { r.set_grammar("root ::= \"a"); },
        "grammar: GBNF line 1, column 12: a literal is not closed"},
       {[](auto& r) { r.set_grammar("root ::= x"); }, "grammar: GBNF: rule 'x' is used but never defined"},
-      {[](auto& r) { r.set_grammar("root ::= \"" + std::string(300, 'a') + "\""); },
-       "grammar is 311 bytes; at most max_grammar_bytes = 256"},
+      {[](auto& r) { r.set_grammar("root ::= \"" + std::string(1100, 'a') + "\""); },
+       "grammar is 1111 bytes; at most max_grammar_bytes = 1024"},
       {[](auto& r) { r.mutable_choice(); }, "choice has 0 strings; 1 to max_choices = 4"},
       {[](auto& r) {
          for (int i = 0; i < 5; ++i) r.mutable_choice()->add_choices("x");
@@ -136,6 +184,11 @@ TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
          r.mutable_choice()->add_choices("");
        },
        "choice[1] is empty"},
+      {[](auto& r) { r.set_json_schema(R"({"type": "string", "format": "email"})"); },
+       "json_schema #/format: the format '\"email\"' is not supported"},
+      {[](auto& r) { r.set_json_schema("{"); }, "json_schema is not valid JSON"},
+      {[](auto& r) { (*r.mutable_logit_bias())[300] = 1.0f; }, "logit_bias names token 300, outside [0, 258)"},
+      {[](auto& r) { (*r.mutable_logit_bias())[5] = -101.0f; }, "logit_bias[5] = -101 is outside [-100, 100]"},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest request = MakeRequest("x", "", 5, 1);
@@ -153,8 +206,8 @@ TEST_F(ConstraintTest, ModelInfoListsTheConstraintsAndTheirLimits) {
   v1::ModelInfo info;
   ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(std::vector<std::string>(info.constraints().begin(), info.constraints().end()),
-            (std::vector<std::string>{"grammar", "choice"}));
-  EXPECT_EQ(info.limits().max_grammar_bytes(), 256);
+            (std::vector<std::string>{"grammar", "choice", "json_schema"}));
+  EXPECT_EQ(info.limits().max_grammar_bytes(), 1024);
   EXPECT_EQ(info.limits().max_choices(), 4);
 }
 

@@ -136,6 +136,56 @@ TEST_F(HttpApiTest, ChatStreamsChunksAndLogprobsInOpenAiShapes) {
   EXPECT_EQ(logprobs["top_logprobs"][0].size(), 1u);
 }
 
+// The shipped Shakespeare model asked for JSON: unconstrained it would write
+// a speech; constrained, its every answer parses and fits the schema, on
+// both endpoints, streamed or not, and finish_reason is "stop".
+TEST_F(HttpApiTest, StructuredOutputAlwaysParsesAndFitsItsSchema) {
+  HttpTestClient http = Client();
+  const Json schema = Json::parse(R"({"type": "object", "properties": {
+      "speaker": {"type": "string", "maxLength": 12},
+      "mood": {"enum": ["happy", "sad"]},
+      "lines": {"type": "integer", "minimum": 1, "maximum": 99}},
+      "required": ["speaker", "mood", "lines"], "additionalProperties": false})");
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const bool stream = seed % 2 == 0;
+    Json chat = {{"messages", {{{"role", "user"}, {"content", "ROMEO:\nWho speaks?"}}}},
+                 {"max_tokens", 200},
+                 {"seed", seed},
+                 {"temperature", 1.0},
+                 {"stream", stream},
+                 {"response_format",
+                  {{"type", "json_schema"}, {"json_schema", {{"name", "speaker"}, {"schema", schema}}}}}};
+    HttpReply reply = stream ? http.Stream("/v1/chat/completions", chat)
+                             : http.Post("/v1/chat/completions", chat);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    std::string content, finish;
+    if (stream) {
+      for (const Json& event : reply.events) {
+        const Json& choice = event["choices"][0];
+        if (choice["delta"].contains("content")) content += choice["delta"]["content"].get<std::string>();
+        if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+      }
+    } else {
+      content = reply.json["choices"][0]["message"]["content"];
+      finish = reply.json["choices"][0]["finish_reason"];
+    }
+    const Json answer = Json::parse(content, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(answer.is_object()) << content;
+    EXPECT_EQ(answer.size(), 3u) << content;
+    EXPECT_LE(answer["speaker"].get<std::string>().size(), 12u) << content;
+    EXPECT_TRUE(answer["mood"] == "happy" || answer["mood"] == "sad") << content;
+    EXPECT_GE(answer["lines"].get<int>(), 1) << content;
+    EXPECT_LE(answer["lines"].get<int>(), 99) << content;
+    EXPECT_EQ(finish, "stop");
+  }
+  Json choice = Completion("JULIET:", 9, 20);
+  choice["structured_outputs"] = {{"choice", {"Romeo", "Tybalt"}}};
+  HttpReply picked = http.Post("/v1/completions", choice);
+  ASSERT_EQ(picked.status, 200) << picked.body;
+  const std::string text = CompletionText(picked);
+  EXPECT_TRUE(text == "Romeo" || text == "Tybalt") << text;
+}
+
 // The chat template ends an assistant turn at its stop string, which the
 // session's state consumes (and a turn cut short by max_tokens gets it fed
 // before the next one); so a session sent only each new message holds the
@@ -208,18 +258,26 @@ TEST_F(HttpApiTest, EveryErrorHasOpenAiShapeAndStatus) {
        "not supported"},
       {"response_format",
        "/v1/chat/completions",
-       R"({"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}})",
+       R"({"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema",
+           "json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"not":{}}}}}}})",
        {},
        400,
-       "response_format",
-       "not supported"},
+       "response_format.json_schema",
+       "response_format.json_schema #/properties/a: the keyword 'not' is not supported"},
+      {"structured_outputs",
+       "/v1/completions",
+       R"({"prompt":"a","structured_outputs":{"grammar":"root ::= \"a"}})",
+       {},
+       400,
+       "structured_outputs.grammar",
+       "structured_outputs.grammar: GBNF line 1, column 12: a literal is not closed"},
       {"logit_bias",
        "/v1/completions",
-       R"({"prompt":"a","logit_bias":{"5":1}})",
+       R"({"prompt":"a","logit_bias":{"5":1000}})",
        {},
        400,
        "logit_bias",
-       "not supported"},
+       "logit_bias[5] = 1000 is outside [-100, 100]"},
       {"temperature",
        "/v1/completions",
        R"({"prompt":"a","temperature":1000})",

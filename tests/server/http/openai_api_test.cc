@@ -17,7 +17,7 @@
 namespace linserve {
 namespace {
 
-using Json = nlohmann::json;
+using Json = RequestJson;
 
 absl::StatusOr<OpenAiRequest> Completion(const Json& body, const std::string& header = "") {
   return ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, ChatTemplate::Plain(), header);
@@ -135,9 +135,7 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
                                                  {"echo", true},
                                                  {"suffix", "x"},
                                                  {"tools", {{{"a", 1}}}},
-                                                 {"tool_choice", "auto"},
-                                                 {"response_format", {{"type", "json_object"}}},
-                                                 {"logit_bias", {{"5", 1}}}}) {
+                                                 {"tool_choice", "auto"}}) {
     Json body = {{"prompt", "x"}, {field, value}};
     absl::Status status = Completion(body).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
@@ -154,6 +152,51 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
                           {"logit_bias", Json::object()},
                           {"response_format", {{"type", "text"}}}})
                   .ok());
+}
+
+// response_format and structured_outputs become the request's constraint;
+// the schema keeps the order its keys were sent in.
+TEST(OpenAiRequestTest, ConstraintsBecomeTheGenerateRequestsConstraint) {
+  auto object = Completion({{"prompt", "x"}, {"response_format", {{"type", "json_object"}}}});
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->generate.json_schema(), R"({"type": "object"})");
+  auto schema = Chat(Json::parse(R"({"messages": [{"role": "user", "content": "a"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+      "schema": {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}}})"));
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  EXPECT_EQ(schema->generate.json_schema(),
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
+  auto grammar = Completion({{"prompt", "x"}, {"structured_outputs", {{"grammar", "root ::= \"a\""}}}});
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  EXPECT_EQ(grammar->generate.grammar(), "root ::= \"a\"");
+  auto choice = Completion({{"prompt", "x"}, {"structured_outputs", {{"choice", {"yes", "no"}}}}});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->generate.choice().choices_size(), 2);
+  auto json = Completion({{"prompt", "x"}, {"structured_outputs", {{"json", {{"type", "integer"}}}}}});
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->generate.json_schema(), R"({"type":"integer"})");
+  auto bias = Completion({{"prompt", "x"}, {"logit_bias", {{"5", 1.5}, {"17", -100}}}});
+  ASSERT_TRUE(bias.ok()) << bias.status();
+  EXPECT_EQ(bias->generate.logit_bias().at(5), 1.5f);
+  EXPECT_EQ(bias->generate.logit_bias().at(17), -100.0f);
+
+  const std::vector<std::pair<Json, std::string>> refused = {
+      {{{"response_format", {{"type", "json_object"}}}, {"structured_outputs", {{"choice", {"a"}}}}},
+       "more than one constraint"},
+      {{{"response_format", {{"type", "json_schema"}}}}, "response_format.json_schema must be an object"},
+      {{{"response_format", {{"type", "xml"}}}}, "response_format.type = \"xml\" is not one of"},
+      {{{"structured_outputs", {{"regex", "a+"}}}}, "structured_outputs.regex is not supported"},
+      {{{"structured_outputs", {{"choice", {1}}}}}, "structured_outputs.choice must list strings"},
+      {{{"logit_bias", {{"five", 1}}}}, "logit_bias: \"five\" is not a token id"},
+      {{{"logit_bias", {{"5", "high"}}}}, "logit_bias[5] must be a number"},
+  };
+  for (const auto& [fields, message] : refused) {
+    Json body = fields;
+    body["prompt"] = "x";
+    absl::Status status = Completion(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body.dump();
+    EXPECT_NE(status.message().find(message), std::string::npos) << status;
+  }
 }
 
 TEST(OpenAiRequestTest, WrongTypesNameTheField) {
