@@ -166,7 +166,8 @@ ABSL_FLAG(int64_t, prefix_cache_sightings, 65536,
           "cache keeps its state");
 ABSL_FLAG(int32_t, max_cache_salt_bytes, 256, "Bytes of a request's cache_salt");
 ABSL_FLAG(int32_t, max_grammar_bytes, 65536,
-          "Bytes of a request's constraint: a GBNF grammar, or a choice's strings together");
+          "Bytes of a request's constraint: a GBNF grammar (on HTTP, the grammar compiled from its "
+          "tools too), a JSON schema, or a choice's strings together");
 ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint");
 ABSL_FLAG(int32_t, max_logit_bias, 1024, "Entries of a request's logit_bias");
 ABSL_FLAG(int64_t, max_grammar_symbols, 100000,

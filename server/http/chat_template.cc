@@ -24,6 +24,12 @@ ChatTemplate ChatTemplate::RwkvWorld() {
   t.user_ = {"User: ", "\n\n"};
   t.assistant_ = {"Assistant:", "\n\n"};
   t.stop_ = {"\n\n"};
+  t.tools_ = Tools{
+      "You can call these functions, each given with a JSON schema of its arguments:\n"
+      "{tools}\n"
+      "To call one, answer with <tool_call>{\"name\": the function's name, \"arguments\": "
+      "its arguments}</tool_call> and nothing else.",
+      "<tool_call>", "</tool_call>", Role{"Tool: ", "\n\n"}};
   t.source_ = "rwkv_world";
   return t;
 }
@@ -61,6 +67,36 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view json, absl::s
       *out = value->get<std::string>();
     }
   }
+  if (const auto tools = doc.find("tools"); tools != doc.end()) {
+    if (!tools->is_object()) return Bad(source, "tools must be an object");
+    Tools parsed;
+    for (auto [field, out] : {std::pair<const char*, std::string*>{"list", &parsed.list},
+                              {"call_start", &parsed.call_start},
+                              {"call_end", &parsed.call_end}}) {
+      const auto value = tools->find(field);
+      if (value == tools->end() || !value->is_string() || value->get<std::string>().empty()) {
+        return Bad(source, absl::StrCat("tools.", field, " must be a non-empty string"));
+      }
+      *out = value->get<std::string>();
+    }
+    if (parsed.list.find("{tools}") == std::string::npos) {
+      return Bad(source, "tools.list must say where the tools go: {tools}");
+    }
+    const auto result = tools->find("result");
+    if (result == tools->end() || !result->is_object()) {
+      return Bad(source, "tools.result must be an object");
+    }
+    for (auto [field, out] : {std::pair<const char*, std::string*>{"prefix", &parsed.result.prefix},
+                              {"suffix", &parsed.result.suffix}}) {
+      const auto value = result->find(field);
+      if (value == result->end()) continue;
+      if (!value->is_string()) {
+        return Bad(source, absl::StrCat("tools.result.", field, " must be a string"));
+      }
+      *out = value->get<std::string>();
+    }
+    t.tools_ = std::move(parsed);
+  }
   const auto stop = doc.find("stop");
   if (stop != doc.end()) {
     if (!stop->is_array()) return Bad(source, "stop must be a list of strings");
@@ -90,19 +126,29 @@ absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_pat
   return architecture == "rwkv7" ? RwkvWorld() : Plain();
 }
 
-absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages) const {
+absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
+                                                 const std::string& tool_list) const {
   std::string text;
+  if (tools_ && !tool_list.empty()) {
+    std::string list = tools_->list;
+    list.replace(list.find("{tools}"), 7, tool_list);
+    absl::StrAppend(&text, system_.prefix, list, system_.suffix);
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const Role* role = m.role == "system"      ? &system_
                        : m.role == "user"      ? &user_
                        : m.role == "assistant" ? &assistant_
+                       : m.role == "tool" && tools_ ? &tools_->result
                                                : nullptr;
     if (role == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].role = \"", m.role,
-                                                     "\" is not one of system, user, assistant"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "messages[", i, "].role = \"", m.role, "\" is not one of system, user, assistant",
+          tools_ ? ", tool" : " (this model's chat template declares no tools)"));
     }
-    absl::StrAppend(&text, role->prefix, m.content, role->suffix);
+    absl::StrAppend(&text, role->prefix, m.content);
+    for (const std::string& call : m.tool_calls) text += call;
+    text += role->suffix;
   }
   absl::StrAppend(&text, assistant_.prefix);
   return text;

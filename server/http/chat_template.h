@@ -19,6 +19,7 @@
 // above) and any other model the plain one (no prefixes; every message ends
 // with a blank line).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@
 namespace linserve {
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  // An assistant's calls, each as ToolCallText writes it (after content).
+  std::vector<std::string> tool_calls;
 };
 
 class ChatTemplate {
@@ -37,6 +40,20 @@ class ChatTemplate {
   struct Role {
     std::string prefix;
     std::string suffix;
+  };
+  // How the template shows tools (chat_template.json's optional "tools"):
+  //   "tools": {"list": "…{tools}…", "call_start": "<tool_call>",
+  //             "call_end": "</tool_call>",
+  //             "result": {"prefix": "Tool: ", "suffix": "\n\n"}}
+  // `list` is a system message's text with {tools} replaced by the tools'
+  // JSON, one per line, rendered before a request's messages when it sends
+  // tools; a call is call_start, its JSON, call_end, in an assistant turn; a
+  // "tool" message (a call's result) renders with `result`.
+  struct Tools {
+    std::string list;
+    std::string call_start;
+    std::string call_end;
+    Role result;
   };
 
   // RWKV World/G1: "User: …\n\nAssistant: …\n\n".
@@ -51,9 +68,16 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> ForModel(const std::string& model_path,
                                                const std::string& architecture);
 
-  // The text of `messages` followed by the generation prompt. An unknown role
-  // is INVALID_ARGUMENT naming messages[i].role.
-  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages) const;
+  // The text of `messages` followed by the generation prompt; with
+  // `tool_list` (ToolListText) and a template that shows tools, the tools'
+  // system message first. An unknown role is INVALID_ARGUMENT naming
+  // messages[i].role, and so is a "tool" message where the template shows
+  // no tools.
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     const std::string& tool_list = "") const;
+
+  // Null where the template declares no tools.
+  const Tools* tools() const { return tools_ ? &*tools_ : nullptr; }
 
   // What ends an assistant turn in a rendered history (its suffix).
   const std::string& turn_end() const { return assistant_.suffix; }
@@ -64,6 +88,7 @@ class ChatTemplate {
 
  private:
   Role system_, user_, assistant_;
+  std::optional<Tools> tools_;
   std::vector<std::string> stop_;
   std::string source_;
 };

@@ -64,7 +64,16 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   StreamLimit::Ticket ticket_;
   std::weak_ptr<HttpTurnSink> sink_;
   std::unique_ptr<OpenAiResponder> responder_;
-  std::vector<TurnPiece> pieces_;  // a whole answer's, until the end
+  // A stream with tools: whether the turn is a call, text, or not known yet.
+  enum class ToolTurn { kUndecided, kText, kCall };
+  // Streaming with tools: holds pieces while the text may still be a call.
+  void DeliverWithTools(TurnPiece piece);
+  // The held pieces as ordinary chunks.
+  void FlushHeld();
+
+  std::vector<TurnPiece> pieces_;  // a whole answer's (or a stream's held ones), until the end
+  std::string held_text_;          // the text of a stream's held pieces
+  ToolTurn tool_turn_ = ToolTurn::kUndecided;
   bool logprobs_ = false;
   bool gone_ = false;              // the client left before the answer ended
   bool fed_turn_end_ = false;  // the prompt starts with the previous chat turn's missing end
@@ -154,6 +163,14 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     }
   }
 
+  const RequestLimits& limits = handlers_->service_->options().limits;
+  if (request_.tools.active() &&
+      request_.generate.grammar().size() > static_cast<size_t>(limits.max_grammar_bytes)) {
+    return field_error(absl::InvalidArgumentError(absl::StrCat(
+        "tools: their grammar is ", request_.generate.grammar().size(),
+        " bytes; at most max_grammar_bytes = ", limits.max_grammar_bytes)));
+  }
+
   // The gRPC path's validation. A new session's id does not exist yet: a
   // well-formed stand-in lets the request be checked before one is made.
   v1::GenerateRequest& generate = request_.generate;
@@ -240,8 +257,31 @@ void CompletionCall::Deliver(HttpTurnSink::Event event) {
   // The status line waits for the turn's first event, so that every refusal
   // (a limit, an unknown session) is an HTTP status, not an error event.
   if (responder_ == nullptr) Begin();
+  if (request_.stream && request_.tools.active()) return DeliverWithTools(*std::move(event.piece));
   if (request_.stream) return Write(DumpJson(responder_->Chunk(*event.piece)));
   pieces_.push_back(*std::move(event.piece));
+}
+
+void CompletionCall::DeliverWithTools(TurnPiece piece) {
+  if (tool_turn_ == ToolTurn::kText) return Write(DumpJson(responder_->Chunk(piece)));
+  held_text_ += piece.text;
+  pieces_.push_back(std::move(piece));
+  if (tool_turn_ == ToolTurn::kCall || request_.tools.choice != OpenAiTools::Choice::kAuto) return;
+  // "auto": a call begins with the template's call_start; text that leaves
+  // it is an answer, streamed from here on.
+  const std::string& start = handlers_->chat_template()->tools()->call_start;
+  if (held_text_.size() >= start.size() && held_text_.compare(0, start.size(), start) == 0) {
+    tool_turn_ = ToolTurn::kCall;
+  } else if (start.compare(0, held_text_.size(), held_text_) != 0) {
+    tool_turn_ = ToolTurn::kText;
+    FlushHeld();
+  }
+}
+
+void CompletionCall::FlushHeld() {
+  for (const TurnPiece& held : pieces_) Write(DumpJson(responder_->Chunk(held)));
+  pieces_.clear();
+  held_text_.clear();
 }
 
 void CompletionCall::Begin() {
@@ -271,15 +311,27 @@ void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
     return Fail(result.status());
   }
   if (responder_ == nullptr) Begin();  // a turn with no text
+  std::optional<ParsedToolCall> call;
+  if (request_.tools.active() && result.ok()) {
+    std::string text;
+    for (const TurnPiece& piece : pieces_) text += piece.text;
+    call = ParseToolCall(*handlers_->chat_template(), text);
+  }
   if (!request_.stream) {
-    HttpResponse answer = handlers_->JsonAnswer(method_, responder_->Whole(pieces_, *result));
+    HttpResponse answer =
+        handlers_->JsonAnswer(method_, responder_->Whole(pieces_, *result, call));
     answer.headers = Headers();
     exchange_->Reply(std::move(answer));
     return Log("OK", "", &*result);
   }
   handlers_->Count(method_, 200);
+  if (call) {
+    Write(DumpJson(responder_->ToolCallChunk(*call)));
+  } else {
+    FlushHeld();  // text that looked like the start of a call, or a call cut short
+  }
   if (result.ok()) {
-    Write(DumpJson(responder_->Closing(*result)));
+    Write(DumpJson(responder_->Closing(*result, call.has_value())));
     if (request_.include_usage) Write(DumpJson(responder_->UsageChunk(*result)));
     Log("OK", "", &*result);
   } else {

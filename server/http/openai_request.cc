@@ -102,17 +102,13 @@ absl::Status RefuseUnsupported(Fields& f) {
   if (const Json* suffix = f.Get("suffix"); suffix != nullptr && suffix->dump() != "\"\"") {
     return Invalid("suffix is not supported");
   }
-  for (const char* name : {"tools", "functions"}) {
-    const Json* v = f.Get(name);
-    if (v != nullptr && !(v->is_array() && v->empty())) {
-      return Invalid(absl::StrCat(name, " is not supported (no tool calling)"));
-    }
+  // The legacy function-calling fields; tools and tool_choice replace them.
+  if (const Json* v = f.Get("functions"); v != nullptr && !(v->is_array() && v->empty())) {
+    return Invalid("functions is not supported; send tools");
   }
-  for (const char* name : {"tool_choice", "function_call"}) {
-    const Json* v = f.Get(name);
-    if (v != nullptr && !(v->is_string() && v->get<std::string>() == "none")) {
-      return Invalid(absl::StrCat(name, " is not supported (no tool calling)"));
-    }
+  if (const Json* v = f.Get("function_call");
+      v != nullptr && !(v->is_string() && v->get<std::string>() == "none")) {
+    return Invalid("function_call is not supported; send tool_choice");
   }
   return absl::OkStatus();
 }
@@ -274,7 +270,35 @@ absl::StatusOr<std::string> MessageContent(const Json& message, size_t i) {
   return text;
 }
 
-absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, v1::GenerateRequest& out) {
+// An assistant message's tool_calls, as the template writes calls.
+absl::StatusOr<std::vector<std::string>> MessageToolCalls(const Json& message, size_t i,
+                                                          const ChatTemplate& chat_template) {
+  std::vector<std::string> calls;
+  const auto list = message.find("tool_calls");
+  if (list == message.end() || list->is_null()) return calls;
+  const std::string at = absl::StrCat("messages[", i, "].tool_calls");
+  if (!list->is_array()) return Invalid(at + " must be a list");
+  for (size_t j = 0; j < list->size(); ++j) {
+    const Json& call = (*list)[j];
+    const auto function = call.is_object() ? call.find("function") : call.end();
+    if (function == call.end() || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string() || !function->contains("arguments") ||
+        !(*function)["arguments"].is_string()) {
+      return Invalid(absl::StrCat(at, "[", j, "] must be {\"function\": {\"name\": a string, ",
+                                  "\"arguments\": a string}}"));
+    }
+    const std::string arguments = (*function)["arguments"].get<std::string>();
+    if (Json::parse(arguments, nullptr, /*allow_exceptions=*/false).is_discarded()) {
+      return Invalid(absl::StrCat(at, "[", j, "].function.arguments is not JSON text"));
+    }
+    calls.push_back(
+        ToolCallText(chat_template, (*function)["name"].get<std::string>(), arguments));
+  }
+  return calls;
+}
+
+absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const OpenAiTools& tools,
+                          v1::GenerateRequest& out) {
   const Json* messages = f.Get("messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages must be a non-empty list");
@@ -285,10 +309,23 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, v1::Gene
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return Invalid(absl::StrCat("messages[", i, "].role must be a string"));
     }
+    const std::string role = m["role"].get<std::string>();
     LINSERVE_ASSIGN_OR_RETURN(std::string content, MessageContent(m, i));
-    parsed.push_back({m["role"].get<std::string>(), std::move(content)});
+    LINSERVE_ASSIGN_OR_RETURN(std::vector<std::string> calls,
+                              MessageToolCalls(m, i, chat_template));
+    if (!calls.empty() && role != "assistant") {
+      return Invalid(absl::StrCat("messages[", i, "].tool_calls is for assistant messages"));
+    }
+    if (role == "tool") {
+      const auto id = m.find("tool_call_id");
+      if (id == m.end() || !id->is_string()) {
+        return Invalid(absl::StrCat("messages[", i, "].tool_call_id must be a string"));
+      }
+    }
+    parsed.push_back({role, std::move(content), std::move(calls)});
   }
-  LINSERVE_ASSIGN_OR_RETURN(std::string text, chat_template.Render(parsed));
+  LINSERVE_ASSIGN_OR_RETURN(
+      std::string text, chat_template.Render(parsed, tools.active() ? ToolListText(tools) : ""));
   out.set_prompt(std::move(text));
   return absl::OkStatus();
 }
@@ -340,15 +377,26 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   Fields f(body);
   LINSERVE_RETURN_IF_ERROR(f.String("model", &out.model));
   LINSERVE_RETURN_IF_ERROR(RefuseUnsupported(f));
+  LINSERVE_ASSIGN_OR_RETURN(
+      out.tools, ReadTools(f.Get("tools"), f.Get("tool_choice"), f.Get("parallel_tool_calls")));
   if (endpoint == OpenAiEndpoint::kCompletions) {
+    if (out.tools.active()) return Invalid("tools need /v1/chat/completions");
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
   } else {
-    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.generate));
+    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.tools, out.generate));
     out.template_stop = chat_template.stop();
   }
   LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));
   LINSERVE_RETURN_IF_ERROR(ReadLogprobs(endpoint, f, out.generate));
   LINSERVE_RETURN_IF_ERROR(ReadConstraint(f, out.generate));
+  if (out.tools.active()) {
+    if (out.generate.constraint_case() != v1::GenerateRequest::CONSTRAINT_NOT_SET) {
+      return Invalid("tools and a response_format or structured_outputs constraint are both set; "
+                     "send one");
+    }
+    LINSERVE_ASSIGN_OR_RETURN(std::string grammar, ToolGrammar(out.tools, chat_template));
+    out.generate.set_grammar(std::move(grammar));
+  }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (const Json* options = f.Get("stream_options"); options != nullptr) {
     if (!options->is_object()) return Invalid("stream_options must be an object");
@@ -392,6 +440,7 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "tools",
                                                           "functions",
                                                           "tool_choice",
+                                                          "parallel_tool_calls",
                                                           "function_call",
                                                           "response_format",
                                                           "structured_outputs",

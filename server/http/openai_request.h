@@ -15,14 +15,13 @@
 #include "absl/status/statusor.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/http/chat_template.h"
+#include "server/http/openai_request_json.h"
+#include "server/http/openai_tools.h"
 
 namespace linserve {
 
 enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 
-// A request body with its keys in the order they were sent: a json_schema's
-// properties are generated in that order.
-using RequestJson = nlohmann::ordered_json;
 
 struct OpenAiRequest {
   v1::GenerateRequest generate;  // prompt or prompt_tokens, sampling, stop, session_id, ...
@@ -31,6 +30,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool new_session = false;    // "session": "new"
+  OpenAiTools tools;           // tools and tool_choice (chat only)
   // Fields the server does not know, ignored (OpenAI clients send extras):
   // how many, and the first kListedIgnoredFields of their names, each cut
   // to kListedIgnoredFieldBytes, for the log (a body may hold thousands).

@@ -49,7 +49,8 @@ OpenAiResponder::OpenAiResponder(OpenAiEndpoint endpoint, std::string model, boo
       logprobs_(logprobs),
       session_id_(std::move(session_id)),
       id_(NewId(endpoint)),
-      created_(absl::ToUnixSeconds(absl::Now())) {}
+      created_(absl::ToUnixSeconds(absl::Now())),
+      call_id_(NewToolCallId()) {}
 
 Json OpenAiResponder::Envelope(bool chunk) const {
   const bool chat = endpoint_ == OpenAiEndpoint::kChatCompletions;
@@ -131,9 +132,22 @@ Json OpenAiResponder::Chunk(const TurnPiece& piece) const {
   return chunk;
 }
 
-Json OpenAiResponder::Closing(const TurnSummary& summary) const {
+Json OpenAiResponder::ToolCallChunk(const ParsedToolCall& call) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array({Choice("", {}, OpenAiFinishReason(summary), true)});
+  Json delta = {{"tool_calls", Json::array({{{"index", 0},
+                                             {"id", call_id_},
+                                             {"type", "function"},
+                                             {"function", {{"name", call.name},
+                                                           {"arguments", call.arguments}}}}})}};
+  chunk["choices"] = Json::array(
+      {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return chunk;
+}
+
+Json OpenAiResponder::Closing(const TurnSummary& summary, bool called) const {
+  Json chunk = Envelope(true);
+  chunk["choices"] = Json::array(
+      {Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true)});
   AddSession(chunk, summary.position);
   return chunk;
 }
@@ -146,8 +160,8 @@ Json OpenAiResponder::UsageChunk(const TurnSummary& summary) const {
   return chunk;
 }
 
-Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces,
-                            const TurnSummary& summary) const {
+Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary,
+                            const std::optional<ParsedToolCall>& call) const {
   std::string text;
   std::vector<SampledToken> tokens;
   for (const TurnPiece& piece : pieces) {
@@ -155,7 +169,15 @@ Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces,
     tokens.insert(tokens.end(), piece.tokens.begin(), piece.tokens.end());
   }
   Json out = Envelope(false);
-  out["choices"] = Json::array({Choice(text, tokens, OpenAiFinishReason(summary), false)});
+  Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(summary), false);
+  if (call && choice.contains("message")) {
+    choice["message"]["content"] = nullptr;
+    choice["message"]["tool_calls"] = Json::array(
+        {{{"id", call_id_},
+          {"type", "function"},
+          {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
+  }
+  out["choices"] = Json::array({std::move(choice)});
   out["usage"] = OpenAiUsage(summary);
   AddSession(out, summary.position);
   return out;

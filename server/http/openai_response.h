@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "server/http/openai_request.h"
+#include "server/http/openai_tools.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
@@ -26,12 +28,17 @@ class OpenAiResponder {
   std::vector<nlohmann::json> Opening() const;
   // Streaming: the chunk of one piece of text.
   nlohmann::json Chunk(const TurnPiece& piece) const;
-  // Streaming: the chunk with the finish reason, and (include_usage) the usage chunk.
-  nlohmann::json Closing(const TurnSummary& summary) const;
+  // Streaming: a turn's call, as one tool_calls delta.
+  nlohmann::json ToolCallChunk(const ParsedToolCall& call) const;
+  // Streaming: the chunk with the finish reason ("tool_calls" after a
+  // call), and (include_usage) the usage chunk.
+  nlohmann::json Closing(const TurnSummary& summary, bool called = false) const;
   nlohmann::json UsageChunk(const TurnSummary& summary) const;
 
-  // Without streaming: the whole answer.
-  nlohmann::json Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary) const;
+  // Without streaming: the whole answer; with `call`, its message carries
+  // the call as tool_calls (content null) and finish_reason "tool_calls".
+  nlohmann::json Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary,
+                       const std::optional<ParsedToolCall>& call = std::nullopt) const;
 
  private:
   nlohmann::json Envelope(bool chunk) const;
@@ -46,6 +53,7 @@ class OpenAiResponder {
   const std::string session_id_;
   const std::string id_;
   const int64_t created_;
+  const std::string call_id_;  // a tool call's id, if the turn makes one
   mutable int64_t text_offset_ = 0;  // completions' logprobs.text_offset
 };
 

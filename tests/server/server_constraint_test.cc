@@ -3,6 +3,8 @@
 // choices, whatever the seed, alone or in a batch; a session goes on from the
 // constrained text; bad constraints are refused naming the field and limit.
 
+#include <algorithm>
+#include <fstream>
 #include <functional>
 #include <regex>
 #include <set>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -29,9 +32,16 @@ class ConstraintTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto model = WriteTinyModel(FreshDir("constraint-model"), 11, /*add_bos=*/false);
     ASSERT_TRUE(model.ok()) << model.status();
+    // A template that shows tools, so that tool_choice "auto" works.
+    std::ofstream(*model + "/chat_template.json") << R"({
+      "roles": {"system": {"prefix": "S: ", "suffix": "\n\n"}, "user": {"prefix": "U: ", "suffix": "\n\n"},
+                "assistant": {"prefix": "A:", "suffix": "\n\n"}},
+      "stop": ["\n\n"],
+      "tools": {"list": "Tools:\n{tools}", "call_start": "<call>", "call_end": "</call>",
+                "result": {"prefix": "R: ", "suffix": "\n\n"}}})";
     auto server = ServerProcess::Start({"--model=" + *model,
                                         "--store_dir=" + FreshDir("constraint-store"),
-                                        "--max_grammar_bytes=1024", "--max_choices=4"});
+                                        "--max_grammar_bytes=4096", "--max_choices=4"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -162,6 +172,100 @@ TEST_F(ConstraintTest, LogitBiasFavoursAndBansTokens) {
   EXPECT_NE(banned.text, first.text);
 }
 
+const nlohmann::json kWeatherTool = nlohmann::json::parse(R"({"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 10}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+    "required": ["city", "days"]}}})");
+
+void ExpectWeatherCall(const nlohmann::json& call) {
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const nlohmann::json arguments =
+      nlohmann::json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(arguments.is_object()) << call.dump();
+  // maxLength counts characters: UTF-8 bytes that do not continue one.
+  const std::string city = arguments["city"].get<std::string>();
+  EXPECT_LE(std::count_if(city.begin(), city.end(), [](char c) { return (c & 0xC0) != 0x80; }), 10)
+      << city;
+  EXPECT_GE(arguments["days"].get<int>(), 1);
+  EXPECT_LE(arguments["days"].get<int>(), 7);
+}
+
+// The untrained model cannot know about tools; "required" makes its answer a
+// call all the same, in OpenAI's shape, whole and streamed.
+TEST_F(ConstraintTest, RequiredToolChoiceAnswersWithACallWholeAndStreamed) {
+  HttpTestClient http(server_->http_port());
+  nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                         {"tools", {kWeatherTool}},
+                         {"tool_choice", "required"},
+                         {"max_tokens", 300},
+                         {"temperature", 1.0},
+                         {"seed", 5}};
+  HttpReply whole = http.Post("/v1/chat/completions", chat);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const nlohmann::json& choice = whole.json["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << whole.body;
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole.body;
+  ExpectWeatherCall(choice["message"]["tool_calls"][0]);
+
+  chat["stream"] = true;
+  chat["seed"] = 6;
+  HttpReply streamed = http.Stream("/v1/chat/completions", chat);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  int calls = 0;
+  std::string finish;
+  for (const nlohmann::json& event : streamed.events) {
+    const nlohmann::json& delta = event["choices"][0]["delta"];
+    if (delta.contains("tool_calls")) {
+      ++calls;
+      ExpectWeatherCall(delta["tool_calls"][0]);
+    }
+    EXPECT_FALSE(delta.contains("content") && !delta["content"].get<std::string>().empty())
+        << event.dump();
+    if (!event["choices"][0]["finish_reason"].is_null()) finish = event["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+// "auto": each answer is either text that does not start a call or a whole
+// call; and the call's result goes back through the template.
+TEST_F(ConstraintTest, AutoToolChoiceGivesTextOrACallAndResultsRoundTrip) {
+  HttpTestClient http(server_->http_port());
+  for (int seed = 1; seed <= 6; ++seed) {
+    nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                           {"tools", {kWeatherTool}},
+                           {"max_tokens", 60},
+                           {"temperature", 1.0},
+                           {"seed", seed},
+                           {"stream", seed % 2 == 0}};
+    HttpReply reply = seed % 2 == 0 ? http.Stream("/v1/chat/completions", chat)
+                                    : http.Post("/v1/chat/completions", chat);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const std::string text = CompletionText(reply);
+    EXPECT_NE(text.rfind("<call>", 0), 0u) << text;  // a call comes as tool_calls, never as text
+  }
+  nlohmann::json round_trip = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather?"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "call_1"},
+            {"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "-3 C"}}}},
+      {"tools", {kWeatherTool}},
+      {"tool_choice", "none"},
+      {"max_tokens", 10}};
+  HttpReply answer = http.Post("/v1/chat/completions", round_trip);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_TRUE(answer.json["choices"][0]["message"]["content"].is_string());
+  EXPECT_EQ(answer.json["usage"]["completion_tokens"], 10);
+}
+
 TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
   auto stub = server_->Stub();
   struct Case {
@@ -172,8 +276,8 @@ TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
       {[](auto& r) { r.set_grammar("root ::= \"a"); },
        "grammar: GBNF line 1, column 12: a literal is not closed"},
       {[](auto& r) { r.set_grammar("root ::= x"); }, "grammar: GBNF: rule 'x' is used but never defined"},
-      {[](auto& r) { r.set_grammar("root ::= \"" + std::string(1100, 'a') + "\""); },
-       "grammar is 1111 bytes; at most max_grammar_bytes = 1024"},
+      {[](auto& r) { r.set_grammar("root ::= \"" + std::string(4100, 'a') + "\""); },
+       "grammar is 4111 bytes; at most max_grammar_bytes = 4096"},
       {[](auto& r) { r.mutable_choice(); }, "choice has 0 strings; 1 to max_choices = 4"},
       {[](auto& r) {
          for (int i = 0; i < 5; ++i) r.mutable_choice()->add_choices("x");
@@ -207,7 +311,7 @@ TEST_F(ConstraintTest, ModelInfoListsTheConstraintsAndTheirLimits) {
   ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(std::vector<std::string>(info.constraints().begin(), info.constraints().end()),
             (std::vector<std::string>{"grammar", "choice", "json_schema"}));
-  EXPECT_EQ(info.limits().max_grammar_bytes(), 1024);
+  EXPECT_EQ(info.limits().max_grammar_bytes(), 4096);
   EXPECT_EQ(info.limits().max_choices(), 4);
 }
 
