@@ -32,6 +32,7 @@
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
 #include "bench/rwkv7_measure.h"
+#include "bench/constraint_measure.h"
 #include "bench/sampling_measure.h"
 #include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
@@ -70,6 +71,10 @@ ABSL_FLAG(int64_t, sampling_vocab, 65536,
 ABSL_FLAG(int32_t, sampling_repeats, 200, "rows per setting of the sampling section");
 ABSL_FLAG(std::string, sampling_model, "",
           "a model directory whose own logits the sampling section also samples");
+ABSL_FLAG(std::string, constraint_model, "",
+          "a model directory for the constrained-decoding section (empty leaves it out): "
+          "batch-1 decode with and without a JSON schema");
+ABSL_FLAG(int32_t, constraint_tokens, 256, "tokens of each side of the constrained-decoding section");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -534,6 +539,14 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     print([&] { PrintSampling(sampling, sampling_vocab, sampling_repeats); });
   }
 
+  const std::string constraint_model = absl::GetFlag(FLAGS_constraint_model);
+  ConstraintRow constraint;
+  if (!constraint_model.empty()) {
+    std::cerr << "constrained decoding" << std::endl;
+    constraint = MeasureConstrainedDecode(constraint_model, absl::GetFlag(FLAGS_constraint_tokens));
+    print([&] { PrintConstraint(constraint, constraint_model); });
+  }
+
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print([&] { absl::PrintF("run time: %.0f s\n", seconds); });
@@ -541,6 +554,7 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     nlohmann::json report = ToJson(machine, peak, options, decode, states, prefill, batched);
     if (!rwkv7.shapes.empty()) report["rwkv7"] = Rwkv7Json(rwkv7_rows, bandwidth, rwkv7);
     if (sampling_vocab > 0) report["sampling"] = SamplingJson(sampling, sampling_vocab);
+    if (!constraint_model.empty()) report["constraint"] = ConstraintJson(constraint);
     report["run_seconds"] = seconds;
     absl::PrintF("%s\n", report.dump(2));
   }
@@ -566,7 +580,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
       options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();
   if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty() &&
-      absl::GetFlag(FLAGS_sampling_vocab) <= 0) {
+      absl::GetFlag(FLAGS_sampling_vocab) <= 0 && absl::GetFlag(FLAGS_constraint_model).empty()) {
     rwkv7 = absl::InvalidArgumentError(
         "--kinds and --rwkv7_shapes are both empty and --sampling_vocab is 0");
   }

@@ -83,6 +83,12 @@ void GrammarTokenMasks::Compute(const GrammarState& state, TokenMask& mask) {
   }
 }
 
+std::vector<GrammarState> GrammarTokenMasks::CachedStates() const {
+  std::vector<GrammarState> states;
+  for (const auto& [state, mask] : cache_) states.push_back(state);
+  return states;
+}
+
 const TokenMask& GrammarTokenMasks::Allowed(const GrammarState& state) {
   auto it = cache_.find(state);
   if (it != cache_.end()) return *it->second;

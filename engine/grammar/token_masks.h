@@ -77,6 +77,8 @@ class GrammarTokenMasks {
   void Compute(const GrammarState& state, TokenMask& mask);
 
   size_t cached_masks() const { return cache_.size(); }
+  // The states whose masks are cached (for measurements).
+  std::vector<GrammarState> CachedStates() const;
 
  private:
   std::shared_ptr<const TokenTrie> trie_;
