@@ -285,6 +285,22 @@ void OpenAiRequestSeeds(const fs::path& dir) {
   Write(dir, "token_ids",
         "\x04" R"({"prompt":[82,79,77],"presence_penalty":0.5,"frequency_penalty":0.5,)"
         R"("repetition_penalty":1.1,"min_p":0.05,"ignore_eos":true})");
+  Write(dir, "json_schema",
+        "\x03" R"({"messages":[{"role":"user","content":"JSON?"}],"response_format":{"type":"json_schema",)"
+        R"("json_schema":{"name":"r","schema":{"type":"object","properties":{"id":{"type":"integer",)"
+        R"("minimum":-5,"maximum":700},"name":{"type":"string","maxLength":4,"minLength":1},)"
+        R"("tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2},"when":{"type":"string",)"
+        R"("format":"date-time"},"code":{"type":"string","pattern":"^[A-Z]{2}-\d+$"},)"
+        R"("next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["id"]}}},"logit_bias":{"5":-100}})");
+  Write(dir, "tools",
+        "\x03" R"({"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,)"
+        R"("tool_calls":[{"id":"c","type":"function","function":{"name":"w","arguments":"{\"city\":\"Oslo\"}"}}]},)"
+        R"({"role":"tool","tool_call_id":"c","content":"-3 C"}],"tools":[{"type":"function","function":)"
+        R"({"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],)"
+        R"("tool_choice":"auto","parallel_tool_calls":false})");
+  Write(dir, "structured_outputs",
+        std::string("\x00", 1) +
+            R"({"prompt":"x","structured_outputs":{"grammar":"root ::= (\"a\" | [b-d]{1,3})+ \".\""}})");
   Write(dir, "template",
         "\x01" R"({"roles":{"system":{"prefix":"S: "},"user":{"prefix":"Q: ","suffix":"\n"},)"
         R"("assistant":{"prefix":"A:","suffix":"\n"}},"stop":["\n"]})");
