@@ -2,7 +2,8 @@
 // streamed answers equal non-streamed ones with the same seed, usage counts
 // the tokens, a session continued by id answers what stateless requests with
 // the whole history answer, and bad requests come back as the SDK's APIError
-// with the right status.
+// with the right status; a json_schema answer and a required tool call
+// parse in the SDK itself.
 // Usage: node openai_sdk_test.mjs BASE_URL NODE_DIR
 // (BASE_URL http://127.0.0.1:PORT; NODE_DIR holds node_modules/openai).
 import assert from "node:assert/strict";
@@ -224,6 +225,34 @@ await check("chat session: three turns by session_id answer what the whole histo
       history.push(answer.choices[0].message);
     }
   });
+
+// Structured output, parsed by the SDK itself: chat.completions.parse
+// JSON.parses a json_schema answer into message.parsed, and a strict
+// function's arguments into parsed_arguments.
+await check("a json_schema answer and a required tool call parse in the SDK", async () => {
+  const schema = { type: "object", additionalProperties: false, required: ["speaker", "mood"],
+    properties: { speaker: { type: "string", maxLength: 12 }, mood: { enum: ["happy", "sad"] } } };
+  for (const seed of [1, 2, 3]) {
+    const answer = await client.chat.completions.parse({ model, seed, max_tokens: 200,
+      messages: [{ role: "user", content: "ROMEO:\nWho speaks?" }],
+      response_format: { type: "json_schema",
+                         json_schema: { name: "speaker", strict: true, schema } } });
+    const parsed = answer.choices[0].message.parsed;
+    assert.equal(answer.choices[0].finish_reason, "stop");
+    assert.equal(typeof parsed.speaker, "string");
+    assert.ok(["happy", "sad"].includes(parsed.mood), JSON.stringify(parsed));
+  }
+  const tools = [{ type: "function", function: { name: "call_nurse", strict: true,
+    parameters: { type: "object", additionalProperties: false, required: ["reason"],
+                  properties: { reason: { type: "string", maxLength: 20 } } } } }];
+  const call = await client.chat.completions.parse({ model, seed: 4, max_tokens: 200, tools,
+    tool_choice: "required", messages: [{ role: "user", content: "JULIET:\nNurse!" }] });
+  const choice = call.choices[0];
+  assert.equal(choice.finish_reason, "tool_calls");
+  assert.equal(choice.message.tool_calls.length, 1);
+  assert.equal(choice.message.tool_calls[0].function.name, "call_nurse");
+  assert.equal(typeof choice.message.tool_calls[0].function.parsed_arguments.reason, "string");
+});
 
 // Asserts that `promise` rejects with the SDK's `errorClass`, `status` and
 // (when given) error.param.
