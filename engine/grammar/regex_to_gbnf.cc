@@ -77,11 +77,26 @@ const Ranges kDigits = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{' ', ' '}};  // the others are escapes in JSON text
 
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const int length = byte < 0x80 ? 1 : (byte >> 5) == 6 ? 2 : (byte >> 4) == 14 ? 3
+                       : (byte >> 3) == 30 ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (int k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 class RegexParser {
  public:
   explicit RegexParser(std::string_view pattern) : pattern_(pattern) {}
 
   absl::StatusOr<std::string> Parse() {
+    if (!IsValidUtf8(pattern_)) return Error("text that is not valid UTF-8");
     bool anchored_start = false, anchored_end = false;
     if (!pattern_.empty() && pattern_.front() == '^') {
       anchored_start = true;
@@ -109,13 +124,20 @@ class RegexParser {
   bool AtEnd() const { return pos_ >= pattern_.size(); }
   char Peek() const { return AtEnd() ? '\0' : pattern_[pos_]; }
 
+  // Each of these leaves in nullable_ whether what it parsed can match
+  // nothing: a repetition of such a group would be left-recursive in GBNF.
   absl::StatusOr<std::string> Alternation(int depth) {
     if (depth > 32) return Error("nesting deeper than 32");
     std::string out;
+    bool any = false;
     while (true) {
       LINSERVE_ASSIGN_OR_RETURN(std::string sequence, Sequence(depth));
+      any = any || nullable_;
       out += sequence.empty() ? "\"\"" : sequence;
-      if (Peek() != '|') return out;
+      if (Peek() != '|') {
+        nullable_ = any;
+        return out;
+      }
       ++pos_;
       out += " | ";
     }
@@ -123,28 +145,47 @@ class RegexParser {
 
   absl::StatusOr<std::string> Sequence(int depth) {
     std::string out;
+    bool all = true;
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
+      nullable_ = false;
       LINSERVE_ASSIGN_OR_RETURN(std::string atom, Atom(depth));
+      const bool atom_nullable = nullable_;
       LINSERVE_ASSIGN_OR_RETURN(std::string quantifier, Quantifier());
+      if (atom_nullable && repeats_) return Error("a repetition of a group that can match nothing");
+      all = all && (atom_nullable || optional_);
       if (!out.empty()) out += ' ';
       out += quantifier.empty() ? atom : "(" + atom + ")" + quantifier;
     }
+    nullable_ = all;
     return out;
   }
 
+  // Sets repeats_ (it may match its atom more than once) and optional_ (it
+  // may match it no time).
   absl::StatusOr<std::string> Quantifier() {
     std::string out;
     const char c = Peek();
+    repeats_ = optional_ = false;
     if (c == '*' || c == '+' || c == '?') {
       ++pos_;
       out = std::string(1, c);
+      repeats_ = c != '?';
+      optional_ = c != '+';
     } else if (c == '{') {
       const size_t close = pattern_.find('}', pos_);
       if (close == std::string_view::npos) return Error("an unclosed '{'");
       const std::string_view bounds = pattern_.substr(pos_ + 1, close - pos_ - 1);
-      for (char b : bounds) {
-        if (!(b >= '0' && b <= '9') && b != ',') return Error("a malformed {m,n}");
+      const size_t comma = bounds.find(',');
+      const std::string_view low = bounds.substr(0, comma);
+      const std::string_view high =
+          comma == std::string_view::npos ? low : bounds.substr(comma + 1);
+      int min = 0, max = 0;
+      if (!Count(low, min) || (!high.empty() && !Count(high, max)) ||
+          (!high.empty() && max < min)) {
+        return Error("a malformed {m,n} (m <= n <= 1000)");
       }
+      repeats_ = high.empty() || max > 1;
+      optional_ = min == 0;
       out = "{" + std::string(bounds) + "}";
       pos_ = close + 1;
     } else {
@@ -152,6 +193,17 @@ class RegexParser {
     }
     if (Peek() == '?' || Peek() == '+') return Error("a lazy or possessive quantifier");
     return out;
+  }
+
+  // A repetition count: digits, at most 1000 (GbnfLimits::max_repeat's default).
+  static bool Count(std::string_view digits, int& value) {
+    if (digits.empty() || digits.size() > 4) return false;
+    value = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    return value <= 1000;
   }
 
   absl::StatusOr<std::string> Atom(int depth) {
@@ -165,7 +217,7 @@ class RegexParser {
         }
         LINSERVE_ASSIGN_OR_RETURN(std::string inner, Alternation(depth + 1));
         if (Peek() != ')') return Error("an unclosed '('");
-        ++pos_;
+        ++pos_;  // nullable_ stays the group's
         return "(" + inner + ")";
       }
       case '.':
@@ -299,6 +351,9 @@ class RegexParser {
   std::string_view pattern_;
   size_t pos_ = 0;
   size_t last_start_ = 0;
+  bool nullable_ = false;
+  bool repeats_ = false;
+  bool optional_ = false;
 };
 
 }  // namespace

@@ -134,6 +134,10 @@ TEST(JsonSchemaTest, AnythingItCannotHonourIsRefusedNamingTheKeywordAndWhere) {
       {R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "exactly one schema"},
       {R"({"type": "date"})", "'date' is not a JSON type"},
       {R"({"type": "integer", "minimum": 5, "maximum": 1})", "no integer lies between its bounds"},
+      // Found by fuzz_grammar: each compiled to GBNF the parser then refused.
+      {R"({"type": "string", "pattern": "a{8,4}"})", "a malformed {m,n}"},
+      {R"({"type": "string", "pattern": "(a|)*b"})", "a repetition of a group that can match nothing"},
+      {R"({"type": "string", "pattern": "(a?)+"})", "a repetition of a group that can match nothing"},
   };
   for (const auto& [schema, message] : cases) {
     absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(json::parse(schema));
@@ -142,6 +146,17 @@ TEST(JsonSchemaTest, AnythingItCannotHonourIsRefusedNamingTheKeywordAndWhere) {
     EXPECT_NE(gbnf.status().message().find(message), std::string::npos)
         << schema << " -> " << gbnf.status().message();
   }
+}
+
+TEST(JsonSchemaTest, APatternThatIsNotUtf8IsRefused) {
+  absl::StatusOr<std::string> gbnf = RegexToGbnf("a\xff\xff" "b");
+  ASSERT_FALSE(gbnf.ok());
+  EXPECT_NE(gbnf.status().message().find("not valid UTF-8"), std::string::npos) << gbnf.status();
+  // A group that can match nothing may still be optional.
+  Language optional = OfSchema(json::parse(R"({"type": "string", "pattern": "^x(a|)?y$"})"));
+  EXPECT_TRUE(optional.Matches(R"("xy")"));
+  EXPECT_TRUE(optional.Matches(R"("xay")"));
+  EXPECT_FALSE(optional.Matches(R"("xaay")"));
 }
 
 TEST(JsonSchemaTest, JsonObjectMatchesAnyObject) {
