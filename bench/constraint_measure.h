@@ -14,6 +14,9 @@ struct ConstraintRow {
   double free_ms = 0;         // per token, unconstrained (model step + sampling)
   double cold_ms = 0;         // per token, the first constrained answer (masks computed)
   double warm_ms = 0;         // per token, the constrained answers after it
+  double free_sampling_ms = 0;  // of free_ms, cold_ms, warm_ms: the sampling (and the mask)
+  double cold_sampling_ms = 0;
+  double warm_sampling_ms = 0;
   int answers = 0;            // constrained answers generated
   int tokens = 0;             // of them, tokens
   double mask_miss_ms = 0;    // mean time of a mask computed (a state seen first)
