@@ -1,8 +1,10 @@
 #include "engine/grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -11,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/base/status_macros.h"
 #include "engine/grammar/regex_to_gbnf.h"
@@ -48,6 +51,22 @@ const std::set<std::string> kConstraints = {
     "definitions", "pattern", "minLength", "maxLength", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "format"};
 constexpr int kMaxRepeat = 1000;  // GbnfLimits::max_repeat's default
+
+// A value's JSON type, "integer" for numbers without a fraction.
+std::string TypeOf(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_float: {
+      const double d = value.get<double>();
+      return std::trunc(d) == d ? "integer" : "number";
+    }
+    default: return "integer";
+  }
+}
 
 std::string Repeat(const std::string& item, int64_t min, std::optional<int64_t> max) {
   if (max && *max == min && min == 1) return item;
@@ -113,7 +132,8 @@ std::string IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {}
+  SchemaCompiler(const json& root, const JsonSchemaOptions& options)
+      : root_(root), options_(options) {}
 
   absl::StatusOr<std::string> Compile() {
     LINSERVE_ASSIGN_OR_RETURN(std::string top, Visit(root_, "#"));
@@ -149,19 +169,30 @@ class SchemaCompiler {
         return Unsupported(path, absl::StrCat("the keyword '", key, "' is not supported"));
       }
     }
-    if (schema.contains("$ref")) return Reference(schema, path);
-    if (schema.contains("const")) return GbnfLiteral(schema["const"].dump());
-    if (schema.contains("enum")) {
-      const json& values = schema["enum"];
-      if (!values.is_array() || values.empty()) return Unsupported(path + "/enum", "must be a non-empty array");
-      std::vector<std::string> literals;
-      for (const json& value : values) literals.push_back(GbnfLiteral(value.dump()));
-      return "(" + absl::StrJoin(literals, " | ") + ")";
+    // A schema means all of its keywords at once. These are compiled on
+    // their own, so beside another constraint they are refused rather than
+    // half-honoured.
+    int constraints = 0;
+    for (const auto& [key, value] : schema.items()) {
+      constraints += kConstraints.count(key) && key != "$defs" && key != "definitions" ? 1 : 0;
     }
+    for (const char* alone : {"$ref", "anyOf", "oneOf", "allOf"}) {
+      if (schema.contains(alone) && constraints > 1) {
+        return Unsupported(path, absl::StrCat("'", alone, "' beside other constraints is not supported"));
+      }
+    }
+    if (schema.contains("$ref")) return Reference(schema, path);
+    if (schema.contains("const") || schema.contains("enum")) return Values(schema, constraints, path);
     for (const char* any : {"anyOf", "oneOf"}) {
       if (!schema.contains(any)) continue;
       const json& options = schema[any];
       if (!options.is_array() || options.empty()) return Unsupported(path + "/" + any, "must be a non-empty array");
+      if (std::string(any) == "oneOf" && !Disjoint(options)) {
+        return Unsupported(path + "/oneOf",
+                           "alternatives that may overlap are not supported (a grammar cannot "
+                           "exclude what two of them share): use anyOf, or give them different "
+                           "types or a required property with different const values");
+      }
       std::vector<std::string> alternatives;
       for (size_t i = 0; i < options.size(); ++i) {
         LINSERVE_ASSIGN_OR_RETURN(std::string a, Visit(options[i], absl::StrCat(path, "/", any, "/", i)));
@@ -189,12 +220,11 @@ class SchemaCompiler {
       } else {
         return Unsupported(path + "/type", "must be a string or an array of strings");
       }
-    } else if (schema.contains("properties") || schema.contains("additionalProperties")) {
-      types.push_back("object");
-    } else if (schema.contains("items") || schema.contains("prefixItems")) {
-      types.push_back("array");
-    } else {
+    } else if (constraints == 0) {
       return std::string("json-value");
+    } else {
+      // No type: every type, each with the keywords that apply to it.
+      types = {"object", "array", "string", "number", "boolean", "null"};
     }
     std::vector<std::string> alternatives;
     for (const std::string& type : types) {
@@ -202,6 +232,79 @@ class SchemaCompiler {
       alternatives.push_back(a);
     }
     return alternatives.size() == 1 ? alternatives[0] : Rule(absl::StrJoin(alternatives, " | "));
+  }
+
+  // const or enum, the values kept to the schema's types.
+  absl::StatusOr<std::string> Values(const json& schema, int constraints, const std::string& path) {
+    const bool typed = schema.contains("type");
+    if (constraints > (typed ? 2 : 1)) {
+      return Unsupported(path, "const or enum beside constraints other than type is not supported");
+    }
+    json values = schema.contains("const") ? json::array({schema["const"]}) : schema["enum"];
+    if (!values.is_array() || values.empty()) return Unsupported(path + "/enum", "must be a non-empty array");
+    std::set<std::string> types = TypesOf(schema);
+    std::vector<std::string> literals;
+    for (const json& value : values) {
+      if (typed && !types.count(TypeOf(value))) continue;
+      literals.push_back(GbnfLiteral(CanonicalJson(value).dump()));
+    }
+    if (literals.empty()) return Unsupported(path, "no value of const or enum has the schema's type");
+    return Rule(absl::StrJoin(literals, " | "));
+  }
+
+  // The JSON types a schema's values may have, "integer" apart from the
+  // other numbers; every type where it cannot tell.
+  std::set<std::string> TypesOf(const json& schema) const {
+    const std::set<std::string> all = {"object", "array", "string", "integer", "number", "boolean", "null"};
+    if (!schema.is_object()) return all;
+    std::set<std::string> types;
+    if (const auto type = schema.find("type"); type != schema.end()) {
+      for (const json& t : type->is_array() ? *type : json::array({*type})) {
+        if (!t.is_string()) return all;
+        types.insert(t.get<std::string>());
+        if (t == "number") types.insert("integer");
+      }
+      return types;
+    }
+    const auto values = schema.find(schema.contains("const") ? "const" : "enum");
+    if (values == schema.end()) return all;
+    for (const json& v : schema.contains("const") ? json::array({*values}) : *values) {
+      types.insert(TypeOf(v));
+    }
+    return types;
+  }
+
+  // Whether no value can match two of `options`: their types are apart,
+  // or each is an object with one required property of its own const
+  // value (a tagged union).
+  bool Disjoint(const json& options) const {
+    bool apart = true;
+    for (size_t i = 0; i < options.size() && apart; ++i) {
+      for (size_t j = i + 1; j < options.size() && apart; ++j) {
+        const std::set<std::string> a = TypesOf(options[i]), b = TypesOf(options[j]);
+        for (const std::string& t : a) apart = apart && !b.count(t);
+      }
+    }
+    if (apart) return true;
+    std::set<std::string> tags;
+    std::string key;
+    for (const json& option : options) {
+      if (!option.is_object() || option.value("type", json()) != "object") return false;
+      const json properties = option.value("properties", json::object());
+      const json required = option.value("required", json::array());
+      bool tagged = false;
+      for (const auto& [name, sub] : properties.items()) {
+        if ((!key.empty() && name != key) || !sub.is_object() || !sub.contains("const") ||
+            std::find(required.begin(), required.end(), json(name)) == required.end()) {
+          continue;
+        }
+        key = name;
+        tagged = tags.insert(CanonicalJson(sub["const"]).dump()).second;
+        break;
+      }
+      if (!tagged) return false;
+    }
+    return true;
   }
 
   absl::StatusOr<std::string> Reference(const json& schema, const std::string& path) {
@@ -320,11 +423,14 @@ class SchemaCompiler {
       if (!name.is_string()) return Unsupported(path + "/required", "must list names");
       needed.insert(name.get<std::string>());
     }
-    const json extra = schema.value("additionalProperties", json(properties.empty()));
+    // Absent, additionalProperties allows any (JSON Schema) or none (strict).
+    const json extra =
+        schema.value("additionalProperties", json(!options_.strict || properties.empty()));
     std::string extra_pair;
     if (!(extra.is_boolean() && !extra.get<bool>())) {
       LINSERVE_ASSIGN_OR_RETURN(std::string value, Visit(extra, path + "/additionalProperties"));
-      extra_pair = "json-string json-ws \":\" json-ws " + value + " json-ws";
+      LINSERVE_ASSIGN_OR_RETURN(std::string key, OtherKey(properties, path));
+      extra_pair = key + " json-ws \":\" json-ws " + value + " json-ws";
     }
     for (const std::string& name : needed) {
       if (!properties.contains(name) && extra_pair.empty()) {
@@ -352,6 +458,49 @@ class SchemaCompiler {
       later = Rule(new_later);
     }
     return Rule("\"{\" json-ws " + first + " \"}\"");
+  }
+
+  // A key that is none of `properties`' names: otherwise a listed property
+  // left out could come back as an additional one with a value its schema
+  // refuses. A trie of the names: at each node the key may end (unless a
+  // name ends there), leave every name with a character none continues
+  // with, or go on with one that does.
+  absl::StatusOr<std::string> OtherKey(const json& properties, const std::string& path) {
+    if (properties.empty()) return std::string("json-string");
+    struct Node {
+      std::map<char, int> children;
+      bool name_ends = false;
+    };
+    std::vector<Node> trie(1);
+    for (const auto& [name, sub] : properties.items()) {
+      int node = 0;
+      for (char c : name) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte >= 0x80 || byte < 0x20 || c == '"' || c == '\\' || byte == 0x7F) {
+          return Unsupported(path, "additional properties beside a property whose name is not "
+                                   "plain ASCII are not supported");
+        }
+        auto [it, added] = trie[node].children.try_emplace(c, static_cast<int>(trie.size()));
+        if (added) trie.emplace_back();
+        node = it->second;
+      }
+      trie[node].name_ends = true;
+    }
+    const std::string base = absl::StrCat("key", next_rule_);
+    next_rule_ += static_cast<int>(trie.size());
+    for (size_t n = 0; n < trie.size(); ++n) {
+      std::string others = R"([^"\\\x00-\x1F\x7F)";
+      for (const auto& [c, child] : trie[n].children) others += absl::StrFormat("\\x%02X", c);
+      std::vector<std::string> alternatives;
+      if (!trie[n].name_ends) alternatives.push_back("\"\\\"\"");
+      alternatives.push_back(others + "] json-char* \"\\\"\"");
+      alternatives.push_back("\"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) json-char* \"\\\"\"");
+      for (const auto& [c, child] : trie[n].children) {
+        alternatives.push_back(GbnfLiteral(std::string(1, c)) + " " + base + "_" + std::to_string(child));
+      }
+      absl::StrAppend(&rules_, base, "_", n, " ::= ", absl::StrJoin(alternatives, " | "), "\n");
+    }
+    return "\"\\\"\" " + base + "_0";
   }
 
   absl::StatusOr<std::string> Array(const json& schema, const std::string& path) {
@@ -416,6 +565,7 @@ class SchemaCompiler {
   }
 
   const json& root_;
+  const JsonSchemaOptions options_;
   std::string rules_;
   int next_rule_ = 0;
   int depth_ = 0;
@@ -424,14 +574,28 @@ class SchemaCompiler {
 
 }  // namespace
 
-absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
-  return SchemaCompiler(schema).Compile();
+nlohmann::ordered_json CanonicalJson(const nlohmann::ordered_json& value) {
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::trunc(d) == d && std::abs(d) < 1e15) return json(static_cast<int64_t>(d));
+    return value;
+  }
+  if (!value.is_structured()) return value;
+  json out = value;
+  for (auto& item : out) item = CanonicalJson(item);
+  return out;
 }
 
-absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text) {
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
+                                             const JsonSchemaOptions& options) {
+  return SchemaCompiler(schema, options).Compile();
+}
+
+absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text,
+                                                 const JsonSchemaOptions& options) {
   json schema = json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return absl::InvalidArgumentError("json_schema is not valid JSON");
-  return JsonSchemaToGbnf(schema);
+  return JsonSchemaToGbnf(schema, options);
 }
 
 std::string JsonObjectGbnf() { return std::string("root ::= json-object\n") + kPrelude; }

@@ -14,10 +14,10 @@ namespace linserve {
 // the order of `properties`, a little optional whitespace between tokens.
 //
 // Covered: `type` (all seven, or a list of them), `properties`, `required`,
-// `additionalProperties` (false, true or a schema; absent means false, as in
-// OpenAI's strict mode), `items` (a schema or false), `prefixItems`,
-// `minItems`/`maxItems`, `enum`, `const`, `anyOf`/`oneOf` (oneOf as anyOf:
-// a grammar cannot exclude the overlap), `allOf` of one schema, `$ref` to
+// `additionalProperties` (false, true or a schema; absent: JsonSchemaOptions), `items` (a schema or false), `prefixItems`,
+// `minItems`/`maxItems`, `enum`, `const` (with `type`), `anyOf`, `oneOf`
+// (where its alternatives cannot overlap: different types, or a tagged
+// union), `allOf` of one schema, `$ref` to
 // "#", "#/$defs/..." or "#/definitions/..." (recursion allowed), `pattern`
 // (the subset in regex_to_gbnf.h), `minLength`/`maxLength`,
 // `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` for integers,
@@ -25,11 +25,24 @@ namespace linserve {
 // (title, description, default, examples, $schema, $id, $comment) are
 // ignored. Any other keyword is InvalidArgument naming it and where it is
 // (a JSON pointer), never silently dropped.
+struct JsonSchemaOptions {
+  // Absent, additionalProperties means false, as in OpenAI's strict mode and
+  // xgrammar's default, so a model writes only the listed keys; false gives
+  // JSON Schema's meaning (any other key may follow the listed ones).
+  bool strict = true;
+};
+
 // The schema must keep its keys in the order they were written (an
 // ordered_json): that order is the order of the keys in the text.
-absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
+                                             const JsonSchemaOptions& options = {});
 // The same from the schema's JSON text.
-absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text);
+absl::StatusOr<std::string> JsonSchemaTextToGbnf(std::string_view schema_text,
+                                                 const JsonSchemaOptions& options = {});
+
+// A value as generation writes it: numbers without a fraction as integers
+// (1.0 as 1), so const and enum values compare as JSON Schema compares them.
+nlohmann::ordered_json CanonicalJson(const nlohmann::ordered_json& value);
 
 // Any JSON object: what response_format {"type": "json_object"} asks for.
 std::string JsonObjectGbnf();
