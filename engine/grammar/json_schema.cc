@@ -24,8 +24,11 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // The JSON every schema builds on. Whitespace between tokens is optional and
-// short, so a small model cannot spend its tokens on it.
-constexpr char kPrelude[] = R"(json-ws ::= | " " | "\n" [ \t]{0,20}
+// one character at most, so a small model cannot spend its tokens on it
+// (indentation would multiply an answer's length). Dates are real ones: a
+// month's own days, years from 0001; February stops at the 28th, since a
+// leap year's 29th would need the year's arithmetic.
+constexpr char kPrelude[] = R"(json-ws ::= | " " | "\n"
 json-char ::= [^"\\\x00-\x1F\x7F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 json-string ::= "\"" json-char* "\""
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
@@ -35,7 +38,9 @@ json-null ::= "null"
 json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
 json-object ::= "{" json-ws (json-string json-ws ":" json-ws json-value json-ws ("," json-ws json-string json-ws ":" json-ws json-value json-ws)*)? "}"
 json-array ::= "[" json-ws (json-value json-ws ("," json-ws json-value json-ws)*)? "]"
-json-date ::= [0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])
+json-date ::= json-year "-" ("0" [13578] | "1" [02]) "-" (json-day28 | "29" | "30" | "31") | json-year "-" ("0" [469] | "11") "-" (json-day28 | "29" | "30") | json-year "-02-" json-day28
+json-year ::= "000" [1-9] | "00" [1-9] [0-9] | "0" [1-9] [0-9]{2} | [1-9] [0-9]{3}
+json-day28 ::= "0" [1-9] | "1" [0-9] | "2" [0-8]
 json-time ::= ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])
 json-hex4 ::= [0-9a-fA-F]{4}
 json-uuid ::= json-hex4 json-hex4 "-" json-hex4 "-" json-hex4 "-" json-hex4 "-" json-hex4 json-hex4 json-hex4
