@@ -269,7 +269,8 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
   if (tool_turn_ == ToolTurn::kCall || request_.tools.choice != OpenAiTools::Choice::kAuto) return;
   // "auto": a call begins with the template's call_start; text that leaves
   // it is an answer, streamed from here on.
-  const std::string& start = handlers_->chat_template()->tools()->call_start;
+  const std::optional<ChatTemplate> chat = handlers_->chat_template();  // a copy: hold it
+  const std::string& start = chat->tools()->call_start;
   if (held_text_.size() >= start.size() && held_text_.compare(0, start.size(), start) == 0) {
     tool_turn_ = ToolTurn::kCall;
   } else if (start.compare(0, held_text_.size(), held_text_) != 0) {
