@@ -27,28 +27,10 @@ int HexValue(char c) {
   return -1;
 }
 
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code points, inclusive
-
-// Sorted, merged, then (for [^...]) turned into what they leave out.
-Ranges Normalize(Ranges ranges, bool negated) {
-  std::sort(ranges.begin(), ranges.end());
-  Ranges merged;
-  for (const auto& [lo, hi] : ranges) {
-    if (!merged.empty() && lo <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, hi);
-    } else {
-      merged.push_back({lo, hi});
-    }
-  }
-  if (!negated) return merged;
-  Ranges complement;
-  uint32_t next = 0;
-  for (const auto& [lo, hi] : merged) {
-    if (lo > next) complement.push_back({next, lo - 1});
-    next = hi + 1;
-  }
-  if (next <= kMaxCodePoint) complement.push_back({next, kMaxCodePoint});
-  return complement;
+// A class's ranges, merged, then (for [^...]) what they leave out.
+CodePointRanges Normalize(CodePointRanges ranges, bool negated) {
+  CodePointRanges merged = MergeCodePoints(std::move(ranges));
+  return negated ? ComplementCodePoints(merged) : merged;
 }
 
 class GbnfParser {
@@ -267,7 +249,7 @@ class GbnfParser {
   absl::Status ParseClass(std::string_view rule, GrammarSequence& out) {
     const bool negated = Peek() == '^';
     if (negated) ++pos_;
-    Ranges ranges;
+    CodePointRanges ranges;
     while (Peek() != ']') {
       if (AtEnd() || Peek() == '\n') return Error("a character class is not closed with ']'");
       LINSERVE_ASSIGN_OR_RETURN(const uint32_t lo, ParseChar());

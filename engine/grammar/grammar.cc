@@ -96,6 +96,30 @@ void AppendCodePoints(uint32_t lo, uint32_t hi, std::vector<GrammarSequence>& ou
   }
 }
 
+CodePointRanges MergeCodePoints(CodePointRanges ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  CodePointRanges merged;
+  for (const auto& [lo, hi] : ranges) {
+    if (!merged.empty() && lo <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, hi);
+    } else {
+      merged.push_back({lo, hi});
+    }
+  }
+  return merged;
+}
+
+CodePointRanges ComplementCodePoints(const CodePointRanges& merged) {
+  CodePointRanges out;
+  uint32_t next = 0;
+  for (const auto& [lo, hi] : merged) {
+    if (lo > next) out.push_back({next, lo - 1});
+    next = hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+  return out;
+}
+
 void AppendLiteral(uint32_t code_point, GrammarSequence& out) {
   uint8_t bytes[4];
   const int n = Encode(code_point, bytes);

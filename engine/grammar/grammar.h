@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +49,13 @@ struct Grammar {
 // exactly the UTF-8 encodings of the code points in [lo, hi] (surrogates,
 // which UTF-8 cannot encode, excluded). lo <= hi <= 0x10FFFF.
 void AppendCodePoints(uint32_t lo, uint32_t hi, std::vector<GrammarSequence>& out);
+
+// Inclusive code-point ranges, as classes are written.
+using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
+// Sorted, with overlapping and touching ranges joined.
+CodePointRanges MergeCodePoints(CodePointRanges ranges);
+// The code points up to U+10FFFF that `merged` (MergeCodePoints's) leaves out.
+CodePointRanges ComplementCodePoints(const CodePointRanges& merged);
 
 // Appends the UTF-8 bytes of `code_point` to `out` as single-byte symbols.
 void AppendLiteral(uint32_t code_point, GrammarSequence& out);

@@ -9,44 +9,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/base/status_macros.h"
+#include "engine/grammar/grammar.h"
 
 namespace linserve {
 namespace {
 
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
+using Ranges = CodePointRanges;
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 // One character of a JSON string's text that stands for itself.
 constexpr char kJsonChar[] = R"([^"\\\x00-\x1F\x7F])";
 
-Ranges Merge(Ranges ranges) {
-  std::sort(ranges.begin(), ranges.end());
-  Ranges merged;
-  for (const auto& [lo, hi] : ranges) {
-    if (!merged.empty() && lo <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, hi);
-    } else {
-      merged.push_back({lo, hi});
-    }
-  }
-  return merged;
-}
-
-Ranges Complement(const Ranges& merged) {
-  Ranges out;
-  uint32_t next = 0;
-  for (const auto& [lo, hi] : merged) {
-    if (lo > next) out.push_back({next, lo - 1});
-    next = hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
-  return out;
-}
-
 // What a JSON string must escape: the quote, the backslash, controls.
 Ranges WithoutEscaped(const Ranges& merged) {
   const Ranges forbidden = {{0x00, 0x1F}, {0x22, 0x22}, {0x5C, 0x5C}, {0x7F, 0x7F}};
-  Ranges allowed = Complement(forbidden);
+  Ranges allowed = ComplementCodePoints(forbidden);
   Ranges out;
   for (const auto& [a, b] : merged) {
     for (const auto& [c, d] : allowed) {
@@ -279,9 +256,9 @@ class RegexParser {
       case 'd': return ClassOf(kDigits);
       case 'w': return ClassOf(kWord);
       case 's': return std::string(R"((" " | "\\n" | "\\t" | "\\r"))");
-      case 'D': return ClassOf(WithoutEscaped(Complement(kDigits)));
-      case 'W': return ClassOf(WithoutEscaped(Complement(kWord)));
-      case 'S': return ClassOf(WithoutEscaped(Complement(Merge({{' ', ' '}, {'\t', '\r'}}))));
+      case 'D': return ClassOf(WithoutEscaped(ComplementCodePoints(kDigits)));
+      case 'W': return ClassOf(WithoutEscaped(ComplementCodePoints(kWord)));
+      case 'S': return ClassOf(WithoutEscaped(ComplementCodePoints(MergeCodePoints({{' ', ' '}, {'\t', '\r'}}))));
       case 'n': return Literal('\n');
       case 't': return Literal('\t');
       case 'r': return Literal('\r');
@@ -341,8 +318,8 @@ class RegexParser {
       ranges.push_back({lo, hi});
     }
     ++pos_;
-    Ranges merged = Merge(std::move(ranges));
-    if (negated) merged = Complement(merged);
+    Ranges merged = MergeCodePoints(std::move(ranges));
+    if (negated) merged = ComplementCodePoints(merged);
     merged = WithoutEscaped(merged);
     if (merged.empty()) return Error("a class that matches no unescaped character");
     return ClassOf(merged);
