@@ -29,7 +29,7 @@ RUN --mount=type=cache,id=linserve-ccache,target=/root/.cache/ccache \
     LINSERVE_BUILD_DIR=/src/build scripts/build \
       -DLINSERVE_BUILD_TESTS=OFF -DLINSERVE_BUILD_BENCH=OFF
 
-# Runtime stage: the shared libraries the two binaries load (ldd on them,
+# Runtime stage: the shared libraries the binaries load (ldd on them,
 # dpkg -S on the libraries), no compiler, no headers.
 FROM debian:12-slim
 RUN apt-get update \
@@ -42,10 +42,12 @@ RUN apt-get update \
 RUN alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -n1) \
  && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt"
 
-COPY --from=build /src/build/server/linserve /src/build/client/linserve-client /usr/local/bin/
+COPY --from=build /src/build/server/linserve /src/build/client/linserve-client \
+     /src/build/tools/quantize/linserve-quantize /usr/local/bin/
 COPY --from=build /src/models/default /usr/local/share/linserve/models/default
 # Fail the build, not the first start, when a library is missing.
-RUN for b in /usr/local/bin/linserve /usr/local/bin/linserve-client; do \
+RUN for b in /usr/local/bin/linserve /usr/local/bin/linserve-client \
+             /usr/local/bin/linserve-quantize; do \
       if ldd "$b" | grep 'not found'; then echo "$b: missing libraries" >&2; exit 1; fi; \
     done
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/cpu/cpu_bf16_product.h"
 #include "engine/formats/pth_reader.h"
+#include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "engine/base/status_macros.h"
 
 namespace linserve {
@@ -222,6 +223,16 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::FromTensors(const Tensor
   return Build(checkpoint, std::move(tokenizer), options);
 }
 
+absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::FromLoadedModule(
+    Rwkv7 module, const nlohmann::json& config, std::string fingerprint,
+    const std::string& where) {
+  LINSERVE_RETURN_IF_ERROR(CheckDtype(module->options().dtype, module->device()));
+  const Rwkv7Config shape = module->config();
+  LINSERVE_ASSIGN_OR_RETURN(Tokenizer tokenizer, MakeTokenizer(config, shape.vocab_size, where));
+  return std::unique_ptr<Rwkv7Model>(
+      new Rwkv7Model(shape, std::move(module), std::move(tokenizer), std::move(fingerprint)));
+}
+
 absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Load(const std::string& path,
                                                              const LoadOptions& options) {
   std::error_code error;
@@ -249,6 +260,10 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Load(const std::string& 
     LINSERVE_ASSIGN_OR_RETURN(weights_file, WeightsFile(path, config));
   } else if (!fs::is_regular_file(path, error)) {
     return absl::NotFoundError(absl::StrCat("model '", path, "' is neither a directory nor a file"));
+  }
+  // A file quantized beforehand is served as it is.
+  if (!IsPth(weights_file) && IsQuantizedRwkv7File(weights_file.string())) {
+    return LoadQuantizedRwkv7File(weights_file.string(), config, options);
   }
   LINSERVE_ASSIGN_OR_RETURN(TensorMap tensors, ReadWeights(weights_file));
   absl::StatusOr<Rwkv7Checkpoint> checkpoint = ReadRwkv7Checkpoint(tensors);

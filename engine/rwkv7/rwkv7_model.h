@@ -44,6 +44,13 @@ class Rwkv7Model : public LanguageModel {
   static absl::StatusOr<std::unique_ptr<Rwkv7Model>> FromTensors(const TensorMap& tensors,
                                                                  Tokenizer tokenizer,
                                                                  const LoadOptions& options);
+  // A module whose weights are already in (the reader of files quantized
+  // beforehand, engine/rwkv7/rwkv7_quantized_file.h), the tokenizer chosen
+  // from `config` as Load chooses it, the fingerprint given: that of the
+  // float weights the module came from.
+  static absl::StatusOr<std::unique_ptr<Rwkv7Model>> FromLoadedModule(
+      Rwkv7 module, const nlohmann::json& config, std::string fingerprint,
+      const std::string& where);
 
   // The compute dtype when LoadOptions leaves it unset: bfloat16 on CUDA and
   // on CPUs with bfloat16 matrix instructions (avx512_bf16 or amx_bf16: there
@@ -70,6 +77,7 @@ class Rwkv7Model : public LanguageModel {
 
   const Rwkv7Config& config() const { return config_; }
   Rwkv7& module() { return module_; }
+  const Rwkv7& module() const { return module_; }
 
  protected:
   torch::Tensor ForwardPrefill(const torch::Tensor& tokens, State& state) override;

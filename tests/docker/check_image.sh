@@ -3,7 +3,7 @@
 # an exec-form entry point running linserve on 0.0.0.0 with the exposed
 # ports, a store under a declared volume, a non-root user, SIGTERM as stop
 # signal, a health check through linserve-client, OPENBLAS_NUM_THREADS=1; the
-# model and both binaries present, OpenBLAS behind libblas.so.3, and no
+# model and the binaries present, OpenBLAS behind libblas.so.3, and no
 # compiler, no -dev package, no headers and no build tree.
 #
 #   tests/docker/check_image.sh IMAGE   (with the test's CONTAINERS_STORAGE_CONF)
@@ -48,7 +48,7 @@ check "runs as a non-root user ($user, uid ${uid:-unknown})" test -n "$uid" -a "
 
 model=$(entry_arg model)
 check "model $model present" test -s "$root$model/config.json" -a -s "$root$model/model.safetensors"
-for binary in /usr/local/bin/linserve /usr/local/bin/linserve-client; do
+for binary in /usr/local/bin/linserve /usr/local/bin/linserve-client /usr/local/bin/linserve-quantize; do
   check "$binary present" test -x "$root$binary"
 done
 check "OpenBLAS backs libblas.so.3" \
