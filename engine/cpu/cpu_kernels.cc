@@ -47,6 +47,13 @@ bool ActiveCpuHasAvx512Bf16() {
   return bf16;
 }
 
+bool ActiveCpuHasAvx512Vnni() {
+  static const bool vnni = ActiveCpuKernels() == CpuKernels::kAvx512 &&
+                           __builtin_cpu_supports("avx512vnni") &&
+                           __builtin_cpu_supports("avx512bw");
+  return vnni;
+}
+
 const char* CpuKernelsName(CpuKernels kernels) {
   switch (kernels) {
     case CpuKernels::kAvx512: return "avx512";

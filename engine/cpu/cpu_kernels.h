@@ -24,6 +24,11 @@ CpuKernels ActiveCpuKernels();
 // dot product (vdpbf16ps). Thread-safe.
 bool ActiveCpuHasAvx512Bf16();
 
+// True when the family in force is AVX-512 and the CPU has the AVX-512 VNNI
+// byte dot product (vpdpbusd) with AVX-512BW beside it: the 8- and 4-bit
+// weight products (engine/cpu/quantized_kernel.h). Thread-safe.
+bool ActiveCpuHasAvx512Vnni();
+
 // "avx512", "avx2" or "portable".
 const char* CpuKernelsName(CpuKernels kernels);
 
