@@ -3,7 +3,8 @@
 // at published shapes against the machine's memory bandwidth, and prints
 // plain-text tables (or one JSON document with --json). Every number is a
 // median of repeats unless its section says otherwise; ratios compare numbers
-// taken in the same run.
+// taken in the same run. --quantized_products adds the 8- and 4-bit weight
+// products beside the packed bfloat16 one (bench/quantized_product_measure.h).
 //
 //   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] [--rwkv7_shapes=...] ...
 
@@ -33,6 +34,7 @@
 #include "bench/engine_measure.h"
 #include "bench/rwkv7_measure.h"
 #include "bench/constraint_measure.h"
+#include "bench/quantized_product_measure.h"
 #include "bench/sampling_measure.h"
 #include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
@@ -75,6 +77,9 @@ ABSL_FLAG(std::string, constraint_model, "",
           "a model directory for the constrained-decoding section (empty leaves it out): "
           "batch-1 decode with and without a JSON schema");
 ABSL_FLAG(int32_t, constraint_tokens, 256, "tokens of each side of the constrained-decoding section");
+ABSL_FLAG(bool, quantized_products, false,
+          "also time the 8- and 4-bit weight products beside the packed bfloat16 one (--repeats "
+          "each; about a minute)");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -547,6 +552,12 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     print([&] { PrintConstraint(constraint, constraint_model); });
   }
 
+  std::vector<QuantizedProductRow> quantized;
+  if (absl::GetFlag(FLAGS_quantized_products)) {
+    quantized = MeasureQuantizedProducts(options.repeats, absl::GetFlag(FLAGS_quick));
+    print([&] { PrintQuantizedProducts(quantized, options.repeats); });
+  }
+
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print([&] { absl::PrintF("run time: %.0f s\n", seconds); });
@@ -555,6 +566,7 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     if (!rwkv7.shapes.empty()) report["rwkv7"] = Rwkv7Json(rwkv7_rows, bandwidth, rwkv7);
     if (sampling_vocab > 0) report["sampling"] = SamplingJson(sampling, sampling_vocab);
     if (!constraint_model.empty()) report["constraint"] = ConstraintJson(constraint);
+    if (!quantized.empty()) report["quantized_products"] = QuantizedProductsJson(quantized);
     report["run_seconds"] = seconds;
     absl::PrintF("%s\n", report.dump(2));
   }
@@ -580,9 +592,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
       options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();
   if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty() &&
-      absl::GetFlag(FLAGS_sampling_vocab) <= 0 && absl::GetFlag(FLAGS_constraint_model).empty()) {
+      absl::GetFlag(FLAGS_sampling_vocab) <= 0 && absl::GetFlag(FLAGS_constraint_model).empty() &&
+      !absl::GetFlag(FLAGS_quantized_products)) {
     rwkv7 = absl::InvalidArgumentError(
-        "--kinds and --rwkv7_shapes are both empty and --sampling_vocab is 0");
+        "--kinds and --rwkv7_shapes are both empty, --sampling_vocab is 0 and no other section "
+        "is asked for");
   }
   if (!rwkv7.ok()) {
     std::cerr << rwkv7.status().message() << std::endl;
