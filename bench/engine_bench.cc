@@ -37,6 +37,7 @@
 #include "bench/quantized_product_measure.h"
 #include "bench/sampling_measure.h"
 #include "engine/model/language_model.h"
+#include "engine/rwkv7/rwkv7_model.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, kinds, "softmax,linear_elu,linear_softmax,linear_cosine,vq,compressed",
@@ -58,7 +59,9 @@ ABSL_FLAG(std::string, rwkv7_shapes, "0.1b,0.4b",
           "RWKV-7 shapes to measure with random weights (0.1b, 0.4b, tiny), comma-separated; "
           "empty for none");
 ABSL_FLAG(std::string, rwkv7_dtypes, "float32,bfloat16",
-          "compute dtypes of the RWKV-7 rows (float32, bfloat16, float16), comma-separated");
+          "formats of the RWKV-7 rows, comma-separated: compute dtypes (float32, bfloat16, "
+          "float16) or 8- and 4-bit weights (int8, int4, or int8:32 / int4:64 naming the "
+          "group), whose small matrices take the CPU's default dtype");
 ABSL_FLAG(std::string, rwkv7_batches, "1,8,32", "RWKV-7 batched-decode batch sizes (1 added)");
 ABSL_FLAG(int64_t, rwkv7_prefill_tokens, 1024, "prompt length of the RWKV-7 prefill comparison");
 ABSL_FLAG(int64_t, rwkv7_recurrent_tokens, 128,
@@ -164,13 +167,14 @@ absl::StatusOr<Rwkv7BenchOptions> Rwkv7OptionsFromFlags(const EngineBenchOptions
   }
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_rwkv7_dtypes), ',', absl::SkipWhitespace())) {
-    absl::StatusOr<torch::ScalarType> dtype = ParseDtype(std::string(name));
-    if (!dtype.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--rwkv7_dtypes: ", dtype.status().message()));
+    absl::StatusOr<Rwkv7Format> format = ParseRwkv7Format(
+        std::string(name), Rwkv7Model::DefaultDtype(torch::Device(options.device)));
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--rwkv7_dtypes: ", format.status().message()));
     }
-    options.dtypes.push_back(*dtype);
+    options.formats.push_back(*format);
   }
-  if (!options.shapes.empty() && options.dtypes.empty()) {
+  if (!options.shapes.empty() && options.formats.empty()) {
     return absl::InvalidArgumentError("--rwkv7_dtypes is empty");
   }
   if (absl::GetFlag(FLAGS_quick)) {
@@ -364,7 +368,7 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
                 "measured/bound", "state/session", "init s"});
   for (const Rwkv7Row& row : rows) {
     decode.Add(
-        {row.shape, DtypeName(row.dtype), absl::StrFormat("%.1fM", row.parameters / 1e6),
+        {row.shape, Rwkv7FormatName(row.format), absl::StrFormat("%.1fM", row.parameters / 1e6),
          Megabytes(row.weight_bytes_per_token), absl::StrFormat("%.1f", BoundMs(row, bandwidth)),
          absl::StrFormat("%.1f", row.decode_ms), Ratio(row.decode_ms, BoundMs(row, bandwidth)),
          Bytes(row.state_bytes), absl::StrFormat("%.1f", row.init_seconds)});
@@ -390,7 +394,7 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
   }
   Table rates(header);
   for (const Rwkv7Row& row : rows) {
-    std::vector<std::string> cells = {row.shape, DtypeName(row.dtype)};
+    std::vector<std::string> cells = {row.shape, Rwkv7FormatName(row.format)};
     for (double rate : row.batched_tokens_per_s) cells.push_back(absl::StrFormat("%.1f", rate));
     cells.push_back(Ratio(row.batched_tokens_per_s[target], row.batched_tokens_per_s.front()));
     cells.push_back(absl::StrFormat("%.2fx", BatchCeiling(row, bandwidth, o.batches[target])));
@@ -426,7 +430,7 @@ nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidt
   j["rows"] = nlohmann::json::array();
   for (const Rwkv7Row& row : rows) {
     j["rows"].push_back({{"shape", row.shape},
-                         {"dtype", DtypeName(row.dtype)},
+                         {"dtype", Rwkv7FormatName(row.format)},
                          {"config", Rwkv7ConfigToJson(Rwkv7BenchShape(row.shape).value())},
                          {"parameters", row.parameters},
                          {"weight_bytes_per_token", row.weight_bytes_per_token},
@@ -530,8 +534,8 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     std::cerr << "memory bandwidth" << std::endl;
     bandwidth = MeasureMemoryBandwidth(rwkv7.bandwidth_bytes, /*repeats=*/9, rwkv7.device);
     for (const std::string& shape : rwkv7.shapes) {
-      for (torch::ScalarType dtype : rwkv7.dtypes) {
-        rwkv7_rows.push_back(MeasureRwkv7(shape, dtype, rwkv7));
+      for (const Rwkv7Format& format : rwkv7.formats) {
+        rwkv7_rows.push_back(MeasureRwkv7(shape, format, rwkv7));
       }
     }
     print([&] { PrintRwkv7(rwkv7_rows, bandwidth, rwkv7); });

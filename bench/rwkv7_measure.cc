@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "bench/engine_measure.h"
+#include "engine/base/status_macros.h"
+#include "engine/model/language_model.h"
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/rwkv7/rwkv7.h"
 #include "engine/model/state.h"
@@ -15,8 +19,8 @@
 namespace linserve {
 namespace {
 
-void Progress(const std::string& shape, c10::ScalarType dtype, const std::string& what) {
-  std::cerr << "  rwkv7 " << shape << " " << DtypeName(dtype) << ": " << what << std::endl;
+void Progress(const std::string& shape, const Rwkv7Format& format, const std::string& what) {
+  std::cerr << "  rwkv7 " << shape << " " << Rwkv7FormatName(format) << ": " << what << std::endl;
 }
 
 torch::Tensor RandomTokens(const Rwkv7Config& config, std::vector<int64_t> shape,
@@ -26,16 +30,20 @@ torch::Tensor RandomTokens(const Rwkv7Config& config, std::vector<int64_t> shape
 
 // Builds the module on the CPU with its parameters filled in place, in the
 // compute dtype (the 0.4B shape is 1.7 GB in float32: no float32 copy beside
-// it), then moves it to `device`.
-Rwkv7 RandomModule(const Rwkv7Config& config, c10::ScalarType dtype,
+// it), quantizes its big matrices from those values for a quantized format,
+// then moves it to `device`.
+Rwkv7 RandomModule(const Rwkv7Config& config, const Rwkv7Format& format,
                    const Rwkv7BenchOptions& options) {
   Rwkv7Options module_options;
-  module_options.dtype = dtype;
+  module_options.dtype = format.dtype;
+  module_options.quantization = format.quantization;
+  if (format.group != 0) module_options.quantization_group = format.group;
   module_options.chunk_size = options.chunk_size;
   Rwkv7 module(config, module_options);
   TensorMap parameters;
   for (const auto& item : module->named_parameters()) parameters[item.key()] = item.value();
   FillRandomRwkv7Weights(config, options.seed, parameters);
+  if (format.quantization != WeightQuantization::kNone) module->LoadWeights(parameters);
   module->to(torch::Device(options.device));
   module->PackForCpu();  // as Rwkv7Model::Build does
   return module;
@@ -69,7 +77,33 @@ absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& name) {
   if (name == "bfloat16") return torch::kBFloat16;
   if (name == "float16") return torch::kFloat16;
   return absl::InvalidArgumentError(
-      absl::StrCat("'", name, "' is not float32, bfloat16 or float16"));
+      absl::StrCat("'", name, "' is not float32, bfloat16, float16, int8 or int4"));
+}
+
+absl::StatusOr<Rwkv7Format> ParseRwkv7Format(const std::string& name,
+                                             c10::ScalarType small_dtype) {
+  const std::string kind = name.substr(0, name.find(':'));
+  Rwkv7Format format{small_dtype};
+  if (kind == "int8" || kind == "int4") {
+    format.quantization = kind == "int8" ? WeightQuantization::kInt8 : WeightQuantization::kInt4;
+    format.group = DefaultQuantizationGroup(format.quantization);
+    if (kind.size() < name.size()) {
+      const std::string group = name.substr(kind.size() + 1);
+      if (group != "32" && group != "64") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", name, "': the group is 32 or 64"));
+      }
+      format.group = std::stoi(group);
+    }
+    return format;
+  }
+  LINSERVE_ASSIGN_OR_RETURN(format.dtype, ParseDtype(name));
+  return format;
+}
+
+std::string Rwkv7FormatName(const Rwkv7Format& format) {
+  if (format.quantization == WeightQuantization::kNone) return DtypeName(format.dtype);
+  return absl::StrCat(WeightQuantizationName(format.quantization), ":", format.group);
 }
 
 absl::StatusOr<Rwkv7Config> Rwkv7BenchShape(const std::string& name) {
@@ -121,27 +155,39 @@ MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::st
   return bandwidth;
 }
 
-Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
+Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
                       const Rwkv7BenchOptions& options) {
   torch::NoGradGuard no_grad;
   const Rwkv7Config config = Rwkv7BenchShape(shape).value();
   const torch::Device device(options.device);
   Rwkv7Row row;
   row.shape = shape;
-  row.dtype = dtype;
+  row.format = format;
 
-  Progress(shape, dtype, "random weights");
+  Progress(shape, format, "random weights");
   Rwkv7 module{nullptr};
-  row.init_seconds = TimeSeconds(device, [&] { module = RandomModule(config, dtype, options); });
+  row.init_seconds = TimeSeconds(device, [&] { module = RandomModule(config, format, options); });
+  const std::map<std::string, QuantizedWeight> quantized = module->QuantizedMatrices();
   for (const auto& item : module->named_parameters()) {
     const torch::Tensor& p = item.value();
+    auto q = quantized.find(item.key());
+    if (q != quantized.end()) {
+      // The embedding: one row's codes and scales per token.
+      const QuantizedShape& s = q->second.shape;
+      const int64_t rows = item.key() == "emb.weight" ? 1 : s.out;  // read per token
+      row.parameters += s.out * s.in;
+      row.weight_values_per_token += rows * s.in;
+      const int64_t row_bytes = s.code_bytes() / (s.panels() * 16) + s.groups() * 2;
+      row.weight_bytes_per_token += item.key() == "emb.weight" ? row_bytes : q->second.bytes();
+      continue;
+    }
     row.parameters += p.numel();
     const int64_t values = item.key() == "emb.weight" ? p.size(1) : p.numel();
     row.weight_values_per_token += values;
     row.weight_bytes_per_token += values * p.element_size();
   }
   {
-    Progress(shape, dtype, "32-row product rate");
+    Progress(shape, format, "32-row product rate");
     Rwkv7Linear& key = module->blocks->at<Rwkv7BlockImpl>(0).ffn->key;
     const torch::Tensor x = torch::randn({32, 1, config.d_model}, torch::TensorOptions(device));
     key->forward(x);
@@ -163,12 +209,12 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
   std::vector<State> states;
   std::vector<torch::Tensor> tokens;  // (B) per batch size
   for (int64_t batch : options.batches) {
-    Progress(shape, dtype, absl::StrCat("prefilling ", batch, " sessions"));
+    Progress(shape, format, absl::StrCat("prefilling ", batch, " sessions"));
     states.push_back(module->NewState(batch));
     module->ForwardPrefill(RandomTokens(config, {batch, 16}, device), states.back());
     tokens.push_back(RandomTokens(config, {batch}, device));
   }
-  Progress(shape, dtype, "batched decode");
+  Progress(shape, format, "batched decode");
   std::vector<std::vector<double>> seconds(n);
   for (int r = 0; r < options.repeats; ++r) {
     for (size_t i = 0; i < n; ++i) {
@@ -192,7 +238,7 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
     State warm = module->NewState(1);
     module->ForwardPrefill(prompt.narrow(1, 0, std::min<int64_t>(length, 64)), warm);
   }
-  Progress(shape, dtype, absl::StrCat("chunked prefill of ", length, " tokens"));
+  Progress(shape, format, absl::StrCat("chunked prefill of ", length, " tokens"));
   std::vector<double> rates;
   for (int r = 0; r < options.prefill_repeats; ++r) {
     State state = module->NewState(1);
@@ -202,7 +248,7 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
 
   // Every token's logits are computed, as a recurrent-only engine would.
   const int64_t steps = std::min(options.recurrent_tokens, length);
-  Progress(shape, dtype, absl::StrCat("token-by-token prefill of ", steps, " tokens"));
+  Progress(shape, format, absl::StrCat("token-by-token prefill of ", steps, " tokens"));
   std::vector<torch::Tensor> prompt_tokens;  // (1) each, built before the clock starts
   for (int64_t i = 0; i < steps; ++i) prompt_tokens.push_back(prompt.select(1, i));
   State state = module->NewState(1);

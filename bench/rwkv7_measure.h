@@ -12,13 +12,28 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cpu/quantized_kernel.h"
 #include "engine/rwkv7/rwkv7_config.h"
 
 namespace linserve {
 
+// What a row measures: the compute dtype, and the big matrices' format.
+struct Rwkv7Format {
+  c10::ScalarType dtype;
+  WeightQuantization quantization = WeightQuantization::kNone;
+  int64_t group = 0;  // quantization group; 0 when not quantized
+};
+
+// "float32", "bfloat16", "float16", "int8", "int4", or "int8:32" / "int4:64"
+// naming the group (default: DefaultQuantizationGroup). The quantized ones
+// keep their small matrices in `small_dtype`.
+absl::StatusOr<Rwkv7Format> ParseRwkv7Format(const std::string& name,
+                                             c10::ScalarType small_dtype);
+std::string Rwkv7FormatName(const Rwkv7Format& format);
+
 struct Rwkv7BenchOptions {
   std::vector<std::string> shapes;             // Rwkv7BenchShape names
-  std::vector<c10::ScalarType> dtypes;         // compute dtypes
+  std::vector<Rwkv7Format> formats;            // compute dtypes and weight formats
   std::vector<int64_t> batches = {1, 8, 32};   // batched decode, ascending, starting at 1
   int64_t decode_steps = 4;                    // steps timed per repeat and batch size
   int repeats = 3;                             // repeats of decode timings
@@ -53,7 +68,7 @@ MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::st
 
 struct Rwkv7Row {
   std::string shape;
-  c10::ScalarType dtype;
+  Rwkv7Format format;
   int64_t parameters = 0;
   // Bytes one decode step reads from the weights at batch 1: every parameter
   // once, but only the token's row of the embedding.
@@ -70,7 +85,7 @@ struct Rwkv7Row {
   double chunked_tokens_per_s = 0;           // median of prefill_repeats
   double recurrent_tokens_per_s = 0;         // one run of ForwardStep over recurrent_tokens
 };
-Rwkv7Row MeasureRwkv7(const std::string& shape, c10::ScalarType dtype,
+Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
                       const Rwkv7BenchOptions& options);
 
 }  // namespace linserve

@@ -40,8 +40,10 @@ ABSL_FLAG(std::string, model, "models/default",
           "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
-          "Weights and matrix products: float32, bfloat16 or float16; empty picks the "
-          "architecture's default for the device (the state is always float32)");
+          "Weights and matrix products: float32, bfloat16 or float16; or int8 / int4 (CPU, "
+          "RWKV-7): the big matrices quantized at load, or as a file from linserve-quantize "
+          "holds them; empty picks the architecture's default for the device (the state is "
+          "always float32)");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
@@ -443,9 +445,9 @@ int Serve() {
   LoadOptions load;
   load.device = *device;
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); !dtype.empty()) {
-    absl::StatusOr<torch::ScalarType> parsed = ParseComputeDtype(dtype);
-    if (!parsed.ok()) return Fail("bad_flags", parsed.status());
-    load.dtype = *parsed;
+    if (absl::Status applied = ApplyDtypeFlag(dtype, load); !applied.ok()) {
+      return Fail("bad_flags", applied);
+    }
   }
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<LanguageModel>> model =
@@ -470,6 +472,7 @@ int Serve() {
                       {"architecture", facts.architecture},
                       {"tokenizer", facts.tokenizer},
                       {"dtype", facts.compute_dtype},
+                      {"weight_format", facts.weight_format},
                       {"fingerprint", facts.fingerprint},
                       {"device", facts.device},
                       {"state_bytes_per_session", facts.state_bytes_per_session},

@@ -61,6 +61,46 @@ const char* ComputeDtypeName(torch::ScalarType dtype) {
   }
 }
 
+absl::Status ApplyDtypeFlag(const std::string& name, LoadOptions& options) {
+  if (name == "int8" || name == "int4") {
+    options.quantization = name == "int8" ? WeightQuantization::kInt8 : WeightQuantization::kInt4;
+    return CheckQuantizationOptions(options);
+  }
+  absl::StatusOr<torch::ScalarType> dtype = ParseComputeDtype(name);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype '", name, "' is not float32, bfloat16, float16, int8 or int4"));
+  }
+  options.dtype = *dtype;
+  return absl::OkStatus();
+}
+
+absl::Status CheckQuantizationOptions(const LoadOptions& options) {
+  if (options.quantization == WeightQuantization::kNone) return absl::OkStatus();
+  if (!options.device.is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        WeightQuantizationName(options.quantization), " weights are for the CPU, not ",
+        options.device.str(), ": use bfloat16 or float16 there"));
+  }
+  if (options.quantization_group != 0 && options.quantization_group != 32 &&
+      options.quantization_group != 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantization group ", options.quantization_group, " is not 32 or 64"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t DefaultQuantizationGroup(WeightQuantization kind) {
+  return kind == WeightQuantization::kInt4 ? 32 : 64;
+}
+
+std::string LanguageModel::WeightFormatName() const {
+  if (weight_quantization() != WeightQuantization::kNone) {
+    return WeightQuantizationName(weight_quantization());
+  }
+  return ComputeDtypeName(compute_dtype());
+}
+
 int64_t LanguageModel::StateBytes(int64_t position) const {
   return linserve::StateBytes(state_layout(), position);
 }

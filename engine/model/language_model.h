@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/cpu/quantized_kernel.h"
 #include "engine/model/state.h"
 #include "engine/text/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -25,13 +26,35 @@ absl::StatusOr<torch::Device> ParseDevice(const std::string& name);
 absl::StatusOr<torch::ScalarType> ParseComputeDtype(const std::string& name);
 const char* ComputeDtypeName(torch::ScalarType dtype);
 
+struct LoadOptions;
+
+// The server's --dtype: a compute dtype (ParseComputeDtype) or a weight
+// format, "int8" or "int4" (the big matrices quantized, the rest in the
+// architecture's default dtype), written into `options`.
+absl::Status ApplyDtypeFlag(const std::string& name, LoadOptions& options);
+
 struct LoadOptions {
   torch::Device device = torch::kCPU;
   // Precision of the weights and the matrix products (the recurrent state is
   // float32 whatever this says). Unset: the architecture's default for the
   // device. An architecture that supports only float32 refuses the others.
   std::optional<torch::ScalarType> dtype;
+  // The big weight matrices stored in 8 or 4 bits (engine/cpu/quantized_kernel.h),
+  // quantized at load from whatever dtype the file holds; CPU only. The
+  // dtype above is then that of the small matrices.
+  WeightQuantization quantization = WeightQuantization::kNone;
+  // Inputs per scale, 32 or 64; 0 picks the format's default
+  // (DefaultQuantizationGroup).
+  int64_t quantization_group = 0;
 };
+
+// OK when `options` asks no quantization, or one on the CPU in groups of
+// 0 (the default), 32 or 64; otherwise InvalidArgument saying which.
+absl::Status CheckQuantizationOptions(const LoadOptions& options);
+
+// The group size a format gets when LoadOptions leaves it 0 (the choice and
+// its figures: docs/DESIGN.md, "8-bit and 4-bit weights").
+int64_t DefaultQuantizationGroup(WeightQuantization kind);
 
 // The engine's public face, whatever the architecture behind it: tokens and a
 // state in, logits out, plus the state's layout so that the state file, the
@@ -64,6 +87,11 @@ class LanguageModel {
   virtual torch::Device device() const = 0;
   // Precision of the weights and the matrix products.
   virtual torch::ScalarType compute_dtype() const = 0;
+  // How the big weight matrices are stored: kNone (in compute_dtype), int8
+  // or int4.
+  virtual WeightQuantization weight_quantization() const { return WeightQuantization::kNone; }
+  // "int8", "int4", or compute_dtype's name: what GetModelInfo reports.
+  std::string WeightFormatName() const;
   // L of the chunked prefill: a Prefill call splits its tokens into chunks
   // of L from the call's first token (server/scheduling/prefill_pieces.h relies on it).
   virtual int64_t prefill_chunk_size() const = 0;

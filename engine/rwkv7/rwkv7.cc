@@ -161,6 +161,7 @@ Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtyp
 }
 
 int64_t Rwkv7LinearImpl::CpuBytes() const {
+  if (quantized.defined()) return 0;  // in the quantized matrices' own buffer
   if (CanPackForCpu(weight, /*transposed=*/false) ||
       (weight.scalar_type() != torch::kFloat32 && weight.scalar_type() != torch::kBFloat16)) {
     return weight.numel() * static_cast<int64_t>(weight.element_size());
@@ -172,7 +173,7 @@ int64_t Rwkv7LinearImpl::CpuBytes() const {
 
 void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
   torch::NoGradGuard no_grad;
-  if (!weight.is_cpu() || weight.dim() != 2) return;
+  if (quantized.defined() || !weight.is_cpu() || weight.dim() != 2) return;
   if (CanPackForCpu(weight, /*transposed=*/false)) {
     weight.set_data(PackBf16(
         weight, arena.Take(PackedBf16Shape(weight.size(0), weight.size(1)), torch::kBFloat16)));
@@ -187,11 +188,13 @@ void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
 }
 
 torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
+  if (quantized.defined()) return QuantizedLinear(x, quantized, QuantizedEpilogue::kReluSquared);
   if (IsPackedBf16(weight)) return PackedBf16Product(weight, x, Bf16Epilogue::kReluSquared);
   return torch::relu(forward(x)).square();
 }
 
 torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
+  if (quantized.defined()) return QuantizedLinear(x, quantized);
   if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
   // On the CPU every row count, from batch-1 decode to a long prefill, goes
   // through one product with a fixed order per output: a row's bits never
@@ -349,11 +352,73 @@ Rwkv7Impl::Rwkv7Impl(const Rwkv7Config& c, const Rwkv7Options& options)
 }
 
 void Rwkv7Impl::LoadWeights(const TensorMap& weights) {
+  if (options_.quantization == WeightQuantization::kNone) {
+    LoadWeights(weights, {});
+    return;
+  }
+  TORCH_CHECK(device().is_cpu(), "Rwkv7: 8- and 4-bit weights are for the CPU");
   torch::NoGradGuard no_grad;
+  // Quantized from the file's own values, not from a copy already rounded
+  // to the compute dtype; all of them in one buffer in huge pages, which
+  // every decode step streams.
+  std::vector<QuantizedShape> shapes;
+  std::vector<int64_t> bytes;
+  for (const std::string& name : QuantizedMatrixNames()) {
+    auto it = weights.find(name);
+    TORCH_CHECK(it != weights.end() && it->second.dim() == 2, "Rwkv7: no matrix '", name, "'");
+    shapes.push_back({it->second.size(0), it->second.size(1), options_.quantization_group,
+                      options_.quantization});
+    bytes.push_back(QuantizedArenaBytes(shapes.back()));
+  }
+  HugePageArena arena(bytes);
+  std::map<std::string, QuantizedWeight> quantized;
+  for (const std::string& name : QuantizedMatrixNames()) {
+    try {
+      quantized[name] = QuantizeWeight(weights.at(name), options_.quantization,
+                                       options_.quantization_group, &arena);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "Rwkv7: '", name, "': ", e.what_without_backtrace());
+    }
+  }
+  LoadWeights(weights, quantized);
+}
+
+void Rwkv7Impl::LoadWeights(const TensorMap& weights,
+                            const std::map<std::string, QuantizedWeight>& quantized) {
+  torch::NoGradGuard no_grad;
+  if (!quantized.empty()) {
+    TORCH_CHECK(options_.quantization != WeightQuantization::kNone,
+                "Rwkv7: quantized matrices for a model built without a quantization");
+    for (const auto& [name, linear] : QuantizableLinears()) {
+      auto it = quantized.find(name);
+      TORCH_CHECK(it != quantized.end(), "Rwkv7: no quantized matrix '", name, "'");
+      const QuantizedWeight& q = it->second;
+      torch::Tensor& param = linear != nullptr ? linear->weight : emb->weight;
+      TORCH_CHECK(q.shape.kind == options_.quantization &&
+                      q.shape.group == options_.quantization_group,
+                  "Rwkv7: '", name, "' is ", WeightQuantizationName(q.shape.kind), " in groups of ",
+                  q.shape.group, ", expected ", WeightQuantizationName(options_.quantization),
+                  " in groups of ", options_.quantization_group);
+      TORCH_CHECK(param.dim() == 2 && q.shape.out == param.size(0) && q.shape.in == param.size(1),
+                  "Rwkv7: quantized '", name, "' is (", q.shape.out, ", ", q.shape.in,
+                  "), expected ", param.sizes());
+      const std::string problem = CheckQuantizedWeight(q);
+      TORCH_CHECK(problem.empty(), "Rwkv7: quantized '", name, "': ", problem);
+      if (linear != nullptr) {
+        linear->quantized = q;
+      } else {
+        emb_quantized = q;
+      }
+      param.set_data(torch::empty({0}, param.options()));
+    }
+  }
   auto params = named_parameters();
-  TORCH_CHECK(params.size() == weights.size(), "Rwkv7: ", weights.size(),
-              " weights for ", params.size(), " parameters");
+  size_t used = 0;
   for (auto& item : params) {
+    if (quantized.count(item.key()) != 0) {
+      used += weights.count(item.key());
+      continue;
+    }
     auto it = weights.find(item.key());
     TORCH_CHECK(it != weights.end(), "Rwkv7: no weight for '", item.key(), "'");
     TORCH_CHECK(it->second.sizes() == item.value().sizes(), "Rwkv7: weight '", item.key(),
@@ -362,7 +427,52 @@ void Rwkv7Impl::LoadWeights(const TensorMap& weights) {
                     item.value().scalar_type() == torch::kFloat32,
                 "Rwkv7: '", item.key(), "' should be float32");
     item.value().copy_(it->second);
+    ++used;
   }
+  TORCH_CHECK(used == weights.size(), "Rwkv7: ", weights.size(), " weights for ", params.size(),
+              " parameters");
+}
+
+std::vector<std::string> Rwkv7Impl::QuantizedMatrixNames() const {
+  std::vector<std::string> names;
+  if (options_.quantization == WeightQuantization::kNone) return names;
+  names.push_back("emb.weight");
+  for (int64_t i = 0; i < config_.n_layers; ++i) {
+    for (const char* leaf : {"att.receptance", "att.key", "att.value", "att.output", "ffn.key",
+                             "ffn.value"}) {
+      names.push_back(absl::StrCat("blocks.", i, ".", leaf, ".weight"));
+    }
+  }
+  names.push_back("head.weight");
+  return names;
+}
+
+std::map<std::string, Rwkv7LinearImpl*> Rwkv7Impl::QuantizableLinears() {
+  std::map<std::string, Rwkv7LinearImpl*> linears;
+  if (options_.quantization == WeightQuantization::kNone) return linears;
+  linears["emb.weight"] = nullptr;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    Rwkv7BlockImpl& block = blocks->at<Rwkv7BlockImpl>(i);
+    const std::string prefix = absl::StrCat("blocks.", i, ".");
+    linears[prefix + "att.receptance.weight"] = block.att->receptance.get();
+    linears[prefix + "att.key.weight"] = block.att->key.get();
+    linears[prefix + "att.value.weight"] = block.att->value.get();
+    linears[prefix + "att.output.weight"] = block.att->output.get();
+    linears[prefix + "ffn.key.weight"] = block.ffn->key.get();
+    linears[prefix + "ffn.value.weight"] = block.ffn->value.get();
+  }
+  linears["head.weight"] = head.get();
+  return linears;
+}
+
+std::map<std::string, QuantizedWeight> Rwkv7Impl::QuantizedMatrices() const {
+  std::map<std::string, QuantizedWeight> matrices;
+  // Read only: the map of linears is built from the same modules.
+  for (const auto& [name, linear] : const_cast<Rwkv7Impl*>(this)->QuantizableLinears()) {
+    const QuantizedWeight& q = linear != nullptr ? linear->quantized : emb_quantized;
+    if (q.defined()) matrices[name] = q;
+  }
+  return matrices;
 }
 
 void Rwkv7Impl::PackForCpu() {
@@ -398,7 +508,8 @@ State Rwkv7Impl::NewState(int64_t batch) const {
 }
 
 torch::Tensor Rwkv7Impl::Forward(const torch::Tensor& tokens, State& state, int64_t chunk) {
-  torch::Tensor x = emb(tokens).to(torch::kFloat32);  // (B, T, C)
+  torch::Tensor x = emb_quantized.defined() ? DequantizeRows(emb_quantized, tokens)
+                                            : emb(tokens).to(torch::kFloat32);  // (B, T, C)
   auto first = blocks->at<Rwkv7BlockImpl>(0).ln0;
   if (!first.is_empty()) x = first(x);
   torch::Tensor v_first;

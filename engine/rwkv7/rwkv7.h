@@ -14,6 +14,8 @@
 // (B, H, N, N), rows indexed by value, columns by key.
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -23,6 +25,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "engine/cpu/huge_page_tensor.h"
+#include "engine/cpu/quantized_linear.h"
 #include "engine/rwkv7/rwkv7_config.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/state.h"
@@ -36,6 +39,11 @@ struct Rwkv7Options {
   // reach e^(0.61 L) (each token's decay is at least e^-0.61), so L <= 64
   // keeps them well inside float32.
   int64_t chunk_size = 32;
+  // The big matrices (projections, channel mixing, head, embedding) in 8 or
+  // 4 bits on the CPU (engine/cpu/quantized_linear.h), `dtype` then being the
+  // low-rank matrices'; groups of `quantization_group` inputs per scale.
+  WeightQuantization quantization = WeightQuantization::kNone;
+  int64_t quantization_group = 32;
 };
 
 // Names of the per-layer state tensors, in order.
@@ -62,7 +70,8 @@ class Rwkv7LinearImpl : public torch::nn::Module {
 
   torch::Tensor weight;  // (out, in), or packed for the CPU's product: bfloat16
                          // (engine/cpu/cpu_bf16_product.h) or fixed-order
-                         // (engine/cpu/fixed_order_product.h)
+                         // (engine/cpu/fixed_order_product.h); empty when quantized
+  QuantizedWeight quantized;  // defined when the matrix is stored in 8 or 4 bits
 
  private:
   int64_t out_;  // outputs: the fixed-order layout pads them to a multiple of 16
@@ -137,8 +146,23 @@ class Rwkv7Impl : public torch::nn::Module {
   Rwkv7Impl(const Rwkv7Config& config, const Rwkv7Options& options);
 
   // Copies canonical weights (any float dtype) in, converting each to its
-  // parameter's dtype. Throws c10::Error on a missing name or wrong shape.
+  // parameter's dtype; with options().quantization, the big matrices are
+  // quantized from the given tensors instead (in one buffer in huge pages)
+  // and their parameters left empty. Throws c10::Error on a missing name or
+  // wrong shape.
   void LoadWeights(const TensorMap& weights);
+  // The same for a file quantized beforehand: `quantized` holds every big
+  // matrix by its weight's name (QuantizedMatrixNames), in the format and
+  // group of options(); `weights` the rest. Throws c10::Error on a missing
+  // or misfit matrix.
+  void LoadWeights(const TensorMap& weights,
+                   const std::map<std::string, QuantizedWeight>& quantized);
+  // The weight names of the matrices options().quantization stores in 8 or
+  // 4 bits: "emb.weight", every projection's and channel mixing's, "head.weight".
+  std::vector<std::string> QuantizedMatrixNames() const;
+  // Those matrices as they are held, by name (after LoadWeights with a
+  // quantization; empty otherwise): what linserve-quantize writes.
+  std::map<std::string, QuantizedWeight> QuantizedMatrices() const;
 
   // On a CPU with AVX-512 BF16, lays every bfloat16 weight matrix but the
   // embedding out for engine/cpu/cpu_bf16_product.h (replacing it: no second
@@ -164,7 +188,8 @@ class Rwkv7Impl : public torch::nn::Module {
   const Rwkv7Options& options() const { return options_; }
   torch::Device device() const { return emb->weight.device(); }
 
-  torch::nn::Embedding emb{nullptr};  // (V, C)
+  torch::nn::Embedding emb{nullptr};  // (V, C); empty when quantized
+  QuantizedWeight emb_quantized;      // the embedding, quantized: rows dequantized on lookup
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm ln_out{nullptr};
   Rwkv7Linear head{nullptr};  // (V, C), not tied to emb
@@ -173,6 +198,8 @@ class Rwkv7Impl : public torch::nn::Module {
   // tokens (B, T) through every block; `chunk` as Rwkv7TimeMix. Returns the
   // logits after the last token.
   torch::Tensor Forward(const torch::Tensor& tokens, State& state, int64_t chunk);
+  // The linear behind a name of QuantizedMatrixNames (nullptr: the embedding).
+  std::map<std::string, Rwkv7LinearImpl*> QuantizableLinears();
 
   const Rwkv7Config config_;
   const Rwkv7Options options_;

@@ -202,6 +202,11 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Build(const Rwkv7Checkpo
   Rwkv7Options module_options;
   module_options.dtype = options.dtype.value_or(DefaultDtype(options.device));
   LINSERVE_RETURN_IF_ERROR(CheckDtype(module_options.dtype, options.device));
+  LINSERVE_RETURN_IF_ERROR(CheckQuantizationOptions(options));
+  module_options.quantization = options.quantization;
+  module_options.quantization_group = options.quantization_group != 0
+                                          ? options.quantization_group
+                                          : DefaultQuantizationGroup(options.quantization);
   try {
     Rwkv7 module(checkpoint.config, module_options);
     module->LoadWeights(checkpoint.weights);
@@ -292,6 +297,10 @@ nlohmann::json Rwkv7Model::ConfigJson() const {
   nlohmann::json json = ArchitectureJson(config_);
   json["tokenizer"] = {{"type", tokenizer_.name()}};
   json["dtype"] = ComputeDtypeName(compute_dtype());
+  if (weight_quantization() != WeightQuantization::kNone) {
+    json["weight_format"] = WeightQuantizationName(weight_quantization());
+    json["quantization_group"] = module_->options().quantization_group;
+  }
   json["chunk_size"] = module_->options().chunk_size;
   return json;
 }

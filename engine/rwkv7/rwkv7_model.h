@@ -66,6 +66,9 @@ class Rwkv7Model : public LanguageModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   torch::Device device() const override { return module_->device(); }
   torch::ScalarType compute_dtype() const override { return module_->options().dtype; }
+  WeightQuantization weight_quantization() const override {
+    return module_->options().quantization;
+  }
   int64_t prefill_chunk_size() const override { return module_->options().chunk_size; }
   // SHA-256 over the architecture's config JSON and the weights as float32
   // in name order, so that every file of the same weights (.pth in float32

@@ -24,6 +24,12 @@ std::unique_ptr<AttentionKernel> MakeAttentionKernel(const ModelConfig& config,
   }
 }
 
+torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight,
+                           const QuantizedWeight& quantized) {
+  if (quantized.defined()) return QuantizedLinear(x, quantized).to(x.scalar_type());
+  return LinearNoBias(x, weight);
+}
+
 torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight) {
   // Inference on the CPU: a row's bits must not depend on how many rows the
   // call has (prefill pieces, the decode batch), which the BLAS does not
@@ -81,7 +87,8 @@ AttentionInputs AttentionImpl::Project(const torch::Tensor& x,
     const torch::Tensor delta = previous - x;
     auto project = [&](int64_t i) {
       torch::Tensor mixed = x + delta * shift_mix[i];
-      return LinearNoBias(mixed, qkv->weight.narrow(0, i * heads * head_dim, heads * head_dim))
+      return LinearNoBias(mixed, qkv->weight.narrow(0, i * heads * head_dim, heads * head_dim),
+                          quantized_qkv_rows_[i])
           .view({batch, t, heads, head_dim})
           .transpose(1, 2);
     };
@@ -90,13 +97,14 @@ AttentionInputs AttentionImpl::Project(const torch::Tensor& x,
     in.v = project(2);
   } else {
     // (B, T, 3, H, d) -> three (B, H, T, d)
-    torch::Tensor fused = LinearNoBias(x, qkv->weight).view({batch, t, 3, heads, head_dim});
+    torch::Tensor fused =
+        LinearNoBias(x, qkv->weight, quantized_qkv_).view({batch, t, 3, heads, head_dim});
     in.q = fused.select(2, 0).transpose(1, 2);
     in.k = fused.select(2, 1).transpose(1, 2);
     in.v = fused.select(2, 2).transpose(1, 2);
   }
   if (slot_proj) {
-    in.slot_logits = LinearNoBias(x, slot_proj->weight)
+    in.slot_logits = LinearNoBias(x, slot_proj->weight, quantized_slot_proj_)
                          .view({batch, t, heads, config_.attention.slots})
                          .transpose(1, 2);  // (B, H, T, m)
   }
@@ -115,7 +123,7 @@ torch::Tensor AttentionImpl::ForwardReference(const torch::Tensor& x) {
   if (shift_mix.defined()) previous = PreviousInputs(x, torch::zeros_like(x.select(1, 0)));
   AttentionInputs in = Project(x, previous);
   if (codebook.defined() && is_training() && torch::GradMode::is_enabled()) RecordCodes(in.k);
-  return LinearNoBias(MergeHeads(kernel_->Reference(in)), out->weight);
+  return LinearNoBias(MergeHeads(kernel_->Reference(in)), out->weight, quantized_out_);
 }
 
 void AttentionImpl::RecordCodes(const torch::Tensor& k) {
@@ -164,7 +172,7 @@ torch::Tensor AttentionImpl::ForwardChunked(const torch::Tensor& x, int64_t star
   if (shift_mix.defined()) previous = PreviousInputs(x, state.back());
   torch::Tensor y = kernel_->Chunked(Project(x, previous), start, state);
   if (shift_mix.defined()) state.back() = x.select(1, x.size(1) - 1).clone();
-  return LinearNoBias(MergeHeads(y), out->weight);
+  return LinearNoBias(MergeHeads(y), out->weight, quantized_out_);
 }
 
 torch::Tensor AttentionImpl::ForwardStep(const torch::Tensor& x, const torch::Tensor& positions,
@@ -174,7 +182,18 @@ torch::Tensor AttentionImpl::ForwardStep(const torch::Tensor& x, const torch::Te
   torch::Tensor y =
       kernel_->Step(Project(x.unsqueeze(1), previous), positions, state);  // (B, H, 1, d)
   if (shift_mix.defined()) state.back() = x;
-  return LinearNoBias(MergeHeads(y).squeeze(1), out->weight);
+  return LinearNoBias(MergeHeads(y).squeeze(1), out->weight, quantized_out_);
+}
+
+void AttentionImpl::Quantize(WeightQuantization kind, int64_t group) {
+  torch::NoGradGuard no_grad;
+  const int64_t rows = config_.n_heads * config_.head_dim;
+  quantized_qkv_ = QuantizeWeight(qkv->weight, kind, group);
+  for (int64_t i = 0; i < 3; ++i) {
+    quantized_qkv_rows_[i] = QuantizeWeight(qkv->weight.narrow(0, i * rows, rows), kind, group);
+  }
+  quantized_out_ = QuantizeWeight(out->weight, kind, group);
+  if (slot_proj) quantized_slot_proj_ = QuantizeWeight(slot_proj->weight, kind, group);
 }
 
 }  // namespace linserve

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "engine/cpu/quantized_linear.h"
 #include "engine/transformer/attention_kernel.h"
 #include "engine/base/model_config.h"
 
@@ -37,6 +38,11 @@ class AttentionImpl : public torch::nn::Module {
   // average (decay `decay`) of the keys recorded for it; clears the record.
   void UpdateCodebook(double decay);
 
+  // Inference in 8 or 4 bits on the CPU: quantized copies of the
+  // projections (q, k and v each, as token shift multiplies them apart),
+  // used from then on in place of the float ones, which stay.
+  void Quantize(WeightQuantization kind, int64_t group);
+
   torch::nn::Linear qkv{nullptr};        // D -> 3 H d, fused q, k, v
   torch::nn::Linear out{nullptr};        // H d -> D
   torch::nn::Linear slot_proj{nullptr};  // compressed: D -> H m slot weights
@@ -55,6 +61,8 @@ class AttentionImpl : public torch::nn::Module {
 
   const ModelConfig config_;
   std::unique_ptr<AttentionKernel> kernel_;
+  // Quantize's copies: qkv whole and its q, k and v rows, out, slot_proj.
+  QuantizedWeight quantized_qkv_, quantized_qkv_rows_[3], quantized_out_, quantized_slot_proj_;
   // vq training: what RecordCodes saw since the last take or update.
   torch::Tensor commitment_;     // sum of the recorded passes' losses
   torch::Tensor recorded_count_;  // (H, c)
@@ -66,6 +74,9 @@ TORCH_MODULE(Attention);
 // rows' bits do not depend on the rows around them
 // (engine/cpu/fixed_order_product.h); training through LibTorch's.
 torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight);
+// The same through `quantized`, the weight in 8 or 4 bits, when it is defined.
+torch::Tensor LinearNoBias(const torch::Tensor& x, const torch::Tensor& weight,
+                           const QuantizedWeight& quantized);
 
 }  // namespace linserve
 

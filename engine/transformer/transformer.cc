@@ -23,7 +23,14 @@ MlpImpl::MlpImpl(const ModelConfig& config) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return LinearNoBias(torch::gelu(LinearNoBias(x, fc->weight)), proj->weight);
+  return LinearNoBias(torch::gelu(LinearNoBias(x, fc->weight, quantized_fc_)), proj->weight,
+                      quantized_proj_);
+}
+
+void MlpImpl::Quantize(WeightQuantization kind, int64_t group) {
+  torch::NoGradGuard no_grad;
+  quantized_fc_ = QuantizeWeight(fc->weight, kind, group);
+  quantized_proj_ = QuantizeWeight(proj->weight, kind, group);
 }
 
 BlockImpl::BlockImpl(const ModelConfig& config) {
@@ -99,11 +106,24 @@ State TransformerImpl::NewState(int64_t batch) const {
 }
 
 torch::Tensor TransformerImpl::Logits(const torch::Tensor& x) {
-  return LinearNoBias(norm->forward(x), embed->weight);  // tied head
+  return LinearNoBias(norm->forward(x), embed->weight, quantized_embed_);  // tied head
+}
+
+torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
+  return quantized_embed_.defined() ? DequantizeRows(quantized_embed_, tokens) : embed(tokens);
+}
+
+void TransformerImpl::Quantize(WeightQuantization kind, int64_t group) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    blocks->at<BlockImpl>(i).attn->Quantize(kind, group);
+    blocks->at<BlockImpl>(i).mlp->Quantize(kind, group);
+  }
+  quantized_embed_ = QuantizeWeight(embed->weight, kind, group);
 }
 
 torch::Tensor TransformerImpl::ForwardReference(const torch::Tensor& tokens) {
-  torch::Tensor x = embed(tokens);  // (B, T, D)
+  torch::Tensor x = Embed(tokens);  // (B, T, D)
   for (const auto& block : *blocks) x = block->as<BlockImpl>()->ForwardReference(x);
   return Logits(x);
 }
@@ -116,7 +136,7 @@ torch::Tensor TransformerImpl::ForwardChunked(const torch::Tensor& tokens, State
   for (int64_t p : state.positions) {
     TORCH_CHECK(p == start, "ForwardChunked: sessions must stand at the same position");
   }
-  torch::Tensor x = embed(tokens);
+  torch::Tensor x = Embed(tokens);
   for (size_t i = 0; i < blocks->size(); ++i) {
     x = blocks->at<BlockImpl>(i).ForwardChunked(x, start, state.layers[i]);
   }
@@ -129,7 +149,7 @@ torch::Tensor TransformerImpl::ForwardStep(const torch::Tensor& tokens, State& s
               "ForwardStep: state batch ", state.positions.size(), " != tokens ", tokens.size(0));
   torch::Tensor positions =
       torch::tensor(state.positions, torch::TensorOptions().dtype(torch::kInt64)).to(device());
-  torch::Tensor x = embed(tokens);  // (B, D)
+  torch::Tensor x = Embed(tokens);  // (B, D)
   for (size_t i = 0; i < blocks->size(); ++i) {
     x = blocks->at<BlockImpl>(i).ForwardStep(x, positions, state.layers[i]);
   }

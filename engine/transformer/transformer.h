@@ -28,9 +28,14 @@ class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const ModelConfig& config);
   torch::Tensor forward(const torch::Tensor& x);  // proj(gelu(fc(x)))
+  // As AttentionImpl::Quantize.
+  void Quantize(WeightQuantization kind, int64_t group);
 
   torch::nn::Linear fc{nullptr};    // D -> hidden
   torch::nn::Linear proj{nullptr};  // hidden -> D
+
+ private:
+  QuantizedWeight quantized_fc_, quantized_proj_;
 };
 TORCH_MODULE(Mlp);
 
@@ -69,6 +74,11 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor TakeCommitmentLoss();
   void UpdateCodebooks(double decay);
 
+  // Inference in 8 or 4 bits on the CPU from then on: every projection,
+  // and the tied embedding (the head's product, and rows dequantized on
+  // lookup); the float weights stay for Weights() and the fingerprint.
+  void Quantize(WeightQuantization kind, int64_t group);
+
   // A fresh batch of states on the model's device.
   State NewState(int64_t batch = 1) const;
   const ModelConfig& config() const { return config_; }
@@ -81,8 +91,11 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor Logits(const torch::Tensor& x);
+  // The embedding's rows for `tokens`: (..., D).
+  torch::Tensor Embed(const torch::Tensor& tokens);
 
   const ModelConfig config_;
+  QuantizedWeight quantized_embed_;
 };
 TORCH_MODULE(Transformer);
 

@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Load(
         ": the transformer architecture computes in float32 only"));
   }
   const torch::Device& device = options.device;
+  LINSERVE_RETURN_IF_ERROR(CheckQuantizationOptions(options));
   LINSERVE_ASSIGN_OR_RETURN(
       SafetensorsContents weights,
       ReadSafetensorsFile((std::filesystem::path(dir) / kWeightsFile).string()));
@@ -66,7 +67,15 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Load(
       item.value().copy_(weights.tensors.at(item.key()));
     }
     module->to(device);
-    return std::unique_ptr<TransformerModel>(new TransformerModel(config, std::move(module)));
+    std::unique_ptr<TransformerModel> model(new TransformerModel(config, std::move(module)));
+    if (options.quantization != WeightQuantization::kNone) {
+      model->quantization_ = options.quantization;
+      model->module_->Quantize(options.quantization,
+                               options.quantization_group != 0
+                                   ? options.quantization_group
+                                   : DefaultQuantizationGroup(options.quantization));
+    }
+    return model;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
   }

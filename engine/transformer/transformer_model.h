@@ -48,6 +48,7 @@ class TransformerModel : public LanguageModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   torch::Device device() const override { return module_->device(); }
   torch::ScalarType compute_dtype() const override { return torch::kFloat32; }
+  WeightQuantization weight_quantization() const override { return quantization_; }
   int64_t prefill_chunk_size() const override { return config_.attention.chunk_size; }
   const StateLayout& state_layout() const override { return state_layout_; }
   State NewState(int64_t batch = 1) const override { return module_->NewState(batch); }
@@ -65,6 +66,7 @@ class TransformerModel : public LanguageModel {
 
   const ModelConfig config_;
   Transformer module_;
+  WeightQuantization quantization_ = WeightQuantization::kNone;
   const Tokenizer tokenizer_;
   const StateLayout state_layout_;
 };

@@ -220,6 +220,7 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   response->set_architecture(facts.architecture);
   response->set_tokenizer(facts.tokenizer);
   response->set_compute_dtype(facts.compute_dtype);
+  response->set_weight_format(facts.weight_format);
   response->set_prefix_cache_bytes(facts.prefix_cache_bytes);
   response->set_prefix_cache_block_tokens(static_cast<int32_t>(facts.prefill_chunk_tokens));
   for (const auto& [begin, end] : facts.special_token_ranges) {

@@ -40,6 +40,7 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.attention_kind = model.attention_kind();
   facts.tokenizer = model.tokenizer().name();
   facts.compute_dtype = ComputeDtypeName(model.compute_dtype());
+  facts.weight_format = model.WeightFormatName();
   facts.device = model.device().str();
   facts.state_bytes_per_session = model.StateBytes(0);
   facts.state_grows = model.StateGrowsWithPosition();

@@ -57,6 +57,7 @@ struct ModelFacts {
   std::string attention_kind;
   std::string tokenizer;      // "byte", "rwkv_world", ...
   std::string compute_dtype;  // weights and matrix products
+  std::string weight_format;  // "int8", "int4" or compute_dtype
   std::string device;
   int64_t state_bytes_per_session = 0;  // at position 0
   bool state_grows = false;             // the softmax baseline's KV cache

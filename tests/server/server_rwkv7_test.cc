@@ -187,6 +187,37 @@ TEST_F(Rwkv7ServerTest, ExportThenImportIntoAFreshServerContinuesIdentically) {
   EXPECT_EQ(Turn(*other, imported.id(), "; "), expected);
 }
 
+TEST_F(Rwkv7ServerTest, AnInt8ServersSessionMovesToAFloat32Server) {
+  // The same weights served in 8 bits: GetModelInfo says so, and its
+  // sessions carry the float weights' fingerprint, so the float32 server
+  // takes them.
+  auto int8 = ServerProcess::Start(
+      {"--model=" + *model_dir_, "--store_dir=" + FreshDir("rwkv7-store-int8"), "--dtype=int8"});
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  auto stub = (*int8)->Stub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.weight_format(), "int8");
+  grpc::ClientContext float_context;
+  v1::ModelInfo float_info;
+  ASSERT_TRUE(
+      server_->Stub()->GetModelInfo(&float_context, v1::GetModelInfoRequest(), &float_info).ok());
+  EXPECT_EQ(float_info.weight_format(), "float32");
+  EXPECT_EQ(info.fingerprint(), float_info.fingerprint());
+
+  auto session = CreateSession(*stub);
+  ASSERT_TRUE(session.ok());
+  Turn(*stub, session->id(), "It was a dark and stormy night");
+  auto file = ExportSession(*stub, session->id());
+  ASSERT_TRUE(file.ok()) << file.status();
+  v1::Session imported;
+  grpc::Status status = ImportSession(*server_->Stub(), *file, &imported, 4096);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(imported.position(), 30 + kTurnTokens - 1);
+  Turn(*server_->Stub(), imported.id(), "; ");
+}
+
 // The server's exit and its log when started on `model_dir`.
 ProcessResult StartOn(const std::string& model_dir) {
   return RunProcess({LinserveBinary(), "--model=" + model_dir, "--listen=127.0.0.1:0",

@@ -29,6 +29,10 @@ ABSL_FLAG(int64_t, windows, 64,
           "window (the whole held-out split)");
 ABSL_FLAG(std::string, forms, "chunked", "comma-separated: chunked, reference, recurrent");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
+ABSL_FLAG(std::string, dtype, "",
+          "empty (float32), or int8 / int4: the model's matrices quantized at load (CPU)");
+ABSL_FLAG(int64_t, quantization_group, 0, "with int8 / int4: inputs per scale, 32 or 64; "
+          "0 picks the format's default");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("validation loss of a linserve model on a corpus's held-out 10%");
@@ -41,6 +45,12 @@ int main(int argc, char** argv) {
   if (!device.ok()) return fail(device.status());
   linserve::LoadOptions load;
   load.device = *device;
+  if (const std::string dtype = absl::GetFlag(FLAGS_dtype); !dtype.empty()) {
+    if (absl::Status applied = linserve::ApplyDtypeFlag(dtype, load); !applied.ok()) {
+      return fail(applied);
+    }
+  }
+  load.quantization_group = absl::GetFlag(FLAGS_quantization_group);
   auto model = linserve::TransformerModel::Load(absl::GetFlag(FLAGS_model), load);
   if (!model.ok()) return fail(model.status());
   auto corpus = linserve::Corpus::Load(absl::GetFlag(FLAGS_corpus));
