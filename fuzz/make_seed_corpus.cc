@@ -144,14 +144,15 @@ void SafetensorsSeeds(const fs::path& dir, const std::string& state_payload) {
 // such a file goes wrong, each sealed with its own data_sha256 (but the one
 // testing the hash) so that the reader's checks behind the hash see them.
 void QuantizedModelSeeds(const fs::path& dir) {
+  // As small as a model gets: one panel of outputs, one group of inputs.
   Rwkv7Config shape;
   shape.n_layers = 1;
-  shape.d_model = 16;
+  shape.d_model = 8;
   shape.n_heads = 1;
-  shape.head_size = 16;
-  shape.w_lora = shape.a_lora = shape.g_lora = 4;
-  shape.ffn_size = 16;
-  shape.vocab_size = 16;
+  shape.head_size = 8;
+  shape.w_lora = shape.a_lora = shape.g_lora = 2;
+  shape.ffn_size = 8;
+  shape.vocab_size = 8;
   auto quantized = [](const Rwkv7Config& shape, WeightQuantization kind, int64_t group,
                       torch::ScalarType dtype) {
     LoadOptions options;
@@ -160,43 +161,39 @@ void QuantizedModelSeeds(const fs::path& dir) {
     options.quantization_group = group;
     return SerializeQuantizedRwkv7(*Rwkv7Model::Create(shape, /*seed=*/1, options).value()).value();
   };
-  const std::string int8 = quantized(shape, WeightQuantization::kInt8, 32, torch::kFloat32);
-  Write(dir, "int8_g32", int8);
-  Write(dir, "int4_g64_bf16", quantized(shape, WeightQuantization::kInt4, 64, torch::kBFloat16));
+  const std::string int4 = quantized(shape, WeightQuantization::kInt4, 32, torch::kFloat32);
+  Write(dir, "int4_g32", int4);
+  Write(dir, "int8_g32", quantized(shape, WeightQuantization::kInt8, 32, torch::kFloat32));
   Rwkv7Config two = shape;
   two.n_layers = 2;
-  two.v_lora = 4;
-  Write(dir, "int4_g32_two_layers", quantized(two, WeightQuantization::kInt4, 32, torch::kFloat32));
+  two.v_lora = 2;
+  Write(dir, "int4_g64_bf16_two_layers",
+        quantized(two, WeightQuantization::kInt4, 64, torch::kBFloat16));
 
   auto edited = [&](const std::string& name, const std::function<void(SafetensorsContents&)>& edit,
                     bool reseal = true) {
-    SafetensorsContents c = ParseSafetensors(int8).value();
+    SafetensorsContents c = ParseSafetensors(int4).value();
     edit(c);
     if (reseal) c.metadata["data_sha256"] = QuantizedRwkv7DataSha256(c.tensors);
     Write(dir, name, SerializeSafetensors(c.tensors, c.metadata));
   };
   const std::string key = "blocks.0.att.key.weight";
-  auto config = [&](const char* field, const nlohmann::json& value) {
-    return [=](SafetensorsContents& c) {
-      nlohmann::json json = nlohmann::json::parse(c.metadata["config"]);
-      json[field] = value;
-      c.metadata["config"] = json.dump();
-    };
-  };
   edited("bad_sha256", [&](SafetensorsContents& c) { c.tensors[key + ".codes"][0] += 1; }, false);
   edited("group_64_of_32", [](SafetensorsContents& c) { c.metadata["group_size"] = "64"; });
   edited("nan_scale", [&](SafetensorsContents& c) {
     c.tensors[key + ".scales"].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
   });
   edited("short_codes", [&](SafetensorsContents& c) {
-    c.tensors[key + ".codes"] = c.tensors[key + ".codes"].slice(0, 0, 256).clone();
+    c.tensors[key + ".codes"] = c.tensors[key + ".codes"].slice(0, 0, 128).clone();
   });
   edited("missing_tensor", [](SafetensorsContents& c) { c.tensors.erase("blocks.0.att.w1"); });
-  edited("config_mismatch", config("ffn_size", 32));
-  edited("config_no_pre_norm", config("pre_norm", false));
+  edited("config_mismatch", [](SafetensorsContents& c) {
+    nlohmann::json config = nlohmann::json::parse(c.metadata["config"]);
+    config["ffn_size"] = 24;
+    c.metadata["config"] = config.dump();
+  });
   edited("version_2", [](SafetensorsContents& c) { c.metadata["format_version"] = "2"; });
-  Write(dir, "truncated", int8.substr(0, int8.size() - 40));
-  Write(dir, "float_file", SerializeSafetensors(RandomRwkv7Weights(shape, 1)));
+  Write(dir, "truncated", int4.substr(0, int4.size() - 40));
 }
 
 // Pickle opcodes for seeds torch.save would not write (views, memo, other

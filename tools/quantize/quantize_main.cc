@@ -1,7 +1,7 @@
 // linserve-quantize: an RWKV-7 model's big matrices quantized once, into a
 // file a server loads as it is (engine/rwkv7/rwkv7_quantized_file.h): each
-// start then reads a third (int8) or a sixth (int4) of the bfloat16 bytes and
-// quantizes nothing.
+// start then reads about half (int8) or a third (int4) of the bfloat16
+// bytes and quantizes nothing.
 //
 //   linserve-quantize IN OUT --dtype=int8|int4 [--group_size=32|64]
 //
