@@ -78,6 +78,12 @@ bool IsValidQuantizedShape(const QuantizedShape& shape);
 uint16_t FloatToHalf(float value);
 float HalfToFloat(uint16_t half);
 
+// a * b + c rounded once, as std::fma, for the portable loop: without the
+// FMA instruction (which that loop may not assume) std::fma calls libm's
+// fmaf, about 55 ns a call here. The product is exact in double; the sum is
+// rounded to odd there, which rounding to float then leaves correctly rounded.
+float FusedMultiplyAdd(float a, float b, float c);
+
 // Quantizes an (out, in) float32 matrix (w_stride floats from one output's
 // row to the next) into `codes` (code_bytes()) and `scales`
 // (scale_count()), the padding included. Deterministic; the weights must be

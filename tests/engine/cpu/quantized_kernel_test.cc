@@ -197,6 +197,48 @@ TEST(HalfTest, AgreesWithTheF16cInstruction) {
   }
 }
 
+// The portable loop's fused multiply-add against std::fma, on cases built to
+// fall next to a float's rounding midpoint, where adding in double and
+// rounding to float (rounding twice) gives another float.
+TEST(FusedMultiplyAddTest, RoundsOnceAsStdFma) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> unit(1.0f, 2.0f);
+  int64_t twice_rounded_differs = 0;
+  auto check = [&](float a, float b, float c) {
+    const float want = std::fma(a, b, c);
+    const float got = FusedMultiplyAdd(a, b, c);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << a << " " << b << " " << c;
+      return;
+    }
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+        << std::hexfloat << a << " * " << b << " + " << c << ": " << got << ", not " << want;
+    const float twice = static_cast<float>(static_cast<double>(a) * b + c);
+    twice_rounded_differs += std::memcmp(&twice, &want, sizeof(float)) != 0;
+  };
+  for (int i = 0; i < 300000; ++i) {
+    // a b about half an ulp of c, with low bits past double's reach.
+    const int exponent = static_cast<int>(rng() % 40) - 20;
+    const float c = std::ldexp(unit(rng), exponent) * (rng() % 2 ? 1.0f : -1.0f);
+    const float a = std::ldexp(1.0f + static_cast<float>(rng() % 64) * 0x1p-23f,
+                               exponent - 24 - static_cast<int>(rng() % 3));
+    const float b = (1.0f + static_cast<float>(static_cast<int>(rng() % 2048) - 1024) * 0x1p-23f) *
+                    (rng() % 2 ? 1.0f : -1.0f);
+    check(a, b, c);
+    // Any bits: subnormals, Inf, NaN, overflow.
+    uint32_t bits[3] = {static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+                        static_cast<uint32_t>(rng())};
+    float any[3];
+    std::memcpy(any, bits, sizeof(any));
+    check(any[0], any[1], any[2]);
+    // Cancellation, and results below the normal range.
+    const float x = unit(rng), y = unit(rng);
+    check(x, y, -(x * y));
+    check(std::ldexp(x, -70), std::ldexp(y, -70), std::ldexp(unit(rng), -140));
+  }
+  EXPECT_GT(twice_rounded_differs, 0) << "no case next to a midpoint";
+}
+
 // |w - s q| <= |s| / 2 (and the float rounding of w / s and s q), except
 // int4 values of the opposite sign to the group's extreme past 7.5 steps,
 // clamped to 7: within |s|.
