@@ -157,7 +157,9 @@ std::vector<StateTensorSpec> Rwkv7StateSpec(const Rwkv7Config& config) {
 }
 
 Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype) : out_(out) {
-  weight = register_parameter("weight", torch::zeros({out, in}, dtype), /*requires_grad=*/false);
+  // Uninitialised: LoadWeights fills it, or, for 8- and 4-bit weights,
+  // drops it untouched (no page of it is ever resident).
+  weight = register_parameter("weight", torch::empty({out, in}, dtype), /*requires_grad=*/false);
 }
 
 int64_t Rwkv7LinearImpl::CpuBytes() const {
@@ -342,7 +344,7 @@ Rwkv7Impl::Rwkv7Impl(const Rwkv7Config& c, const Rwkv7Options& options)
               "Rwkv7: chunk_size must be in [1, 64], got ", options.chunk_size);
   emb = register_module("emb", torch::nn::Embedding(torch::nn::EmbeddingOptions(
                                    c.vocab_size, c.d_model)._weight(
-                                   torch::zeros({c.vocab_size, c.d_model}, options.dtype))));
+                                   torch::empty({c.vocab_size, c.d_model}, options.dtype))));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Rwkv7Block(c, i, options.dtype));
   ln_out = register_module(
