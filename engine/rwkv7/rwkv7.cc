@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_bf16_product.h"
 #include "engine/cpu/fixed_order_product.h"
+#include "engine/rwkv7/rwkv7_fused_cpu.h"
 #include "engine/rwkv7/rwkv7_wkv_cpu.h"
 
 namespace linserve {
@@ -28,6 +29,27 @@ constexpr int64_t kPrefillRowsPerPass = 8192;
 torch::Tensor Previous(const torch::Tensor& x, const torch::Tensor& last) {
   if (x.size(1) == 1) return last.unsqueeze(1);
   return torch::cat({last.unsqueeze(1), x.narrow(1, 0, x.size(1) - 1)}, 1);
+}
+
+// The residual x + add (x without `add`), its LayerNorm `norm` and the
+// token-shift mixes of that (engine/rwkv7/rwkv7_fused_cpu.h, NormShiftCpu);
+// `shift` (B, C) is replaced by the last row's LayerNorm. On the CPU in two
+// passes of our own, elsewhere in LibTorch operations.
+NormShifted NormShift(const torch::Tensor& x, const torch::Tensor& add, torch::nn::LayerNorm norm,
+                      torch::Tensor& shift, const std::vector<torch::Tensor>& mixes) {
+  NormShifted out;
+  if (x.is_cpu()) {
+    out = NormShiftCpu(x, add, norm->weight, norm->bias, kNormEps, shift, mixes);
+  } else {
+    const int64_t K = mixes.size(), C = x.size(2);
+    out.residual = add.defined() ? x + add : x;
+    const torch::Tensor n = norm(out.residual);
+    out.last = n.select(1, n.size(1) - 1).contiguous();
+    out.mixed = torch::addcmul(n.unsqueeze(0), (Previous(n, shift) - n).unsqueeze(0),
+                               torch::stack(mixes).view({K, 1, 1, C}));  // (K, B, T, C)
+  }
+  shift = out.last;
+  return out;
 }
 
 // x (B, T, in) float32 through a low-rank matrix m (in, out) in the compute
@@ -261,52 +283,85 @@ void Rwkv7TimeMixImpl::PackLowRankForCpu() {
   }
 }
 
-torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& x, torch::Tensor& v_first,
-                                        torch::Tensor& shift, torch::Tensor& wkv, int64_t chunk) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_heads_, N = head_size_;
-  const torch::Tensor delta = Previous(x, shift) - x;
-  shift = x.select(1, T - 1).contiguous();
-  const torch::Tensor mixes = torch::stack({x_r, x_w, x_k, x_v, x_a, x_g});   // (6, C)
-  const std::vector<torch::Tensor> m =
-      torch::addcmul(x.unsqueeze(2), delta.unsqueeze(2), mixes).unbind(2);   // 6 x (B, T, C)
-  const torch::Tensor& xr = m[0], &xw = m[1], &xk = m[2], &xv = m[3], &xa = m[4], &xg = m[5];
+std::vector<torch::Tensor> Rwkv7TimeMixImpl::Mixes() const {
+  return {x_r, x_w, x_k, x_v, x_a, x_g};
+}
 
-  const torch::Tensor r = receptance(xr);
-  torch::Tensor k = key(xk);
-  torch::Tensor v = value(xv);
+Rwkv7TimeMixImpl::Gates Rwkv7TimeMixImpl::ComputeGates(
+    const torch::Tensor& xw, const torch::Tensor& xa, const torch::Tensor& xv,
+    const torch::Tensor& xg, torch::Tensor& k, torch::Tensor& v, torch::Tensor& v_first,
+    bool decay) {
+  Gates gates;
+  if (k.is_cpu()) {
+    // The same math as below in three passes of our own (engine/rwkv7/rwkv7_fused_cpu.h).
+    torch::Tensor w_inner = LowRank(xw, w1);
+    ActivateInPlaceCpu(w_inner, Activation::kTanh);
+    torch::Tensor g_inner = LowRank(xg, g1);
+    ActivateInPlaceCpu(g_inner, Activation::kSigmoid);
+    gates.w = LowRank(w_inner, w2);
+    gates.a = LowRank(LowRank(xa, a1), a2);
+    gates.g = LowRank(g_inner, g2);
+    torch::Tensor v_lr;
+    if (layer_ == 0) {
+      v_first = v;
+    } else {
+      v_lr = LowRank(LowRank(xv, v1), v2);
+    }
+    gates.kk = TimeMixGatesCpu(gates.w, gates.a, k, v, v_lr, v_first,
+                               {w0, a0, layer_ == 0 ? torch::Tensor() : v0, k_k, k_a, head_size_},
+                               decay);
+    return gates;
+  }
+  const int64_t B = k.size(0), T = k.size(1), H = n_heads_, N = head_size_;
   // log of the decay: w = exp(-e^-0.5 sigmoid(.)), in (e^-0.61, 1).
-  const torch::Tensor log_w =
-      torch::sigmoid(LowRank(torch::tanh(LowRank(xw, w1)), w2) + w0) * -std::exp(-0.5);
-  const torch::Tensor a = torch::sigmoid(LowRank(LowRank(xa, a1), a2) + a0);
-  const torch::Tensor g = LowRank(torch::sigmoid(LowRank(xg, g1)), g2);
+  gates.w = torch::sigmoid(LowRank(torch::tanh(LowRank(xw, w1)), w2) + w0) * -std::exp(-0.5);
+  if (decay) gates.w = gates.w.exp();
+  gates.a = torch::sigmoid(LowRank(LowRank(xa, a1), a2) + a0);
+  gates.g = LowRank(torch::sigmoid(LowRank(xg, g1)), g2);
   if (layer_ == 0) {
     v_first = v;
   } else {
     v = torch::lerp(v, v_first, torch::sigmoid(LowRank(LowRank(xv, v1), v2) + v0));
   }
-  const torch::Tensor kk = torch::nn::functional::normalize(
-      (k * k_k).view({B, T, H, N}),
-      torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-12));     // (B, T, H, N)
-  k = k * (1 + (a - 1) * k_a);
+  gates.kk = torch::nn::functional::normalize(
+                 (k * k_k).view({B, T, H, N}),
+                 torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-12))
+                 .view({B, T, H * N});
+  k = k * (1 + (gates.a - 1) * k_a);
+  return gates;
+}
+
+torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& mixed, torch::Tensor& v_first,
+                                        torch::Tensor& wkv, int64_t chunk) {
+  const int64_t B = mixed.size(1), T = mixed.size(2), C = mixed.size(3), H = n_heads_,
+                N = head_size_;
+  const torch::Tensor xr = mixed[0], xw = mixed[1], xk = mixed[2], xv = mixed[3], xa = mixed[4],
+                      xg = mixed[5];  // (B, T, C) each
+  const torch::Tensor r = receptance(xr);
+  torch::Tensor k = key(xk);
+  torch::Tensor v = value(xv);
+  const Gates gates = ComputeGates(xw, xa, xv, xg, k, v, v_first, /*decay=*/chunk == 0);
 
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, N}); };
   torch::Tensor y;                                                          // (B, T, H, N)
   if (chunk == 0) {
     auto step = [&](const torch::Tensor& t) { return t.view({B, H, N}); };
-    const torch::Tensor out =
-        WkvStep(step(r), step(log_w.exp()), step(k), step(v), step(kk), step(a), wkv);
-    if (wkv.is_cpu()) {
-      return output(WkvOutputCpu(out, step(r), step(k), step(v), r_k, g.view({B, C}),
-                                 ln_x->weight, ln_x->bias, kGroupNormEps)
-                        .view({B, T, C}));
-    }
-    y = out.view({B, T, H, N});
+    y = WkvStep(step(r), step(gates.w), step(k), step(v), step(gates.kk), step(gates.a), wkv)
+            .view({B, T, H, N});
   } else {
-    y = WkvChunked(heads(r), heads(log_w), heads(k), heads(v), kk, heads(a), wkv, chunk);
+    y = WkvChunked(heads(r), heads(gates.w), heads(k), heads(v), heads(gates.kk), heads(gates.a),
+                   wkv, chunk);
+  }
+  if (wkv.is_cpu()) {
+    // y from the chunked form may be a permuted view: reshape, not view.
+    auto rows = [&](const torch::Tensor& t) { return t.reshape({B * T, H, N}); };
+    return output(WkvOutputCpu(rows(y), rows(r), rows(k), rows(v), r_k, gates.g.view({B * T, C}),
+                               ln_x->weight, ln_x->bias, kGroupNormEps)
+                      .view({B, T, C}));
   }
   y = ln_x(y.reshape({B * T, C})).view({B, T, H, N});
   y = y + (heads(r) * heads(k) * r_k).sum(-1, /*keepdim=*/true) * heads(v);
-  return output(y.view({B, T, C}) * g);
+  return output(y.view({B, T, C}) * gates.g);
 }
 
 Rwkv7ChannelMixImpl::Rwkv7ChannelMixImpl(const Rwkv7Config& c, torch::ScalarType dtype) {
@@ -315,9 +370,7 @@ Rwkv7ChannelMixImpl::Rwkv7ChannelMixImpl(const Rwkv7Config& c, torch::ScalarType
   value = register_module("value", Rwkv7Linear(c.ffn_size, c.d_model, dtype));
 }
 
-torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& x, torch::Tensor& shift) {
-  const torch::Tensor xk = torch::addcmul(x, Previous(x, shift) - x, x_k);
-  shift = x.select(1, x.size(1) - 1).contiguous();
+torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& xk) {
   return value(key->ReluSquared(xk));
 }
 
@@ -334,8 +387,10 @@ Rwkv7BlockImpl::Rwkv7BlockImpl(const Rwkv7Config& c, int64_t layer, torch::Scala
 
 torch::Tensor Rwkv7BlockImpl::forward(const torch::Tensor& x, torch::Tensor& v_first,
                                       LayerState& state, int64_t chunk) {
-  torch::Tensor h = x + att(ln1(x), v_first, state[0], state[2], chunk);
-  return h + ffn(ln2(h), state[1]);
+  const NormShifted att_in = NormShift(x, torch::Tensor(), ln1, state[0], att->Mixes());
+  const torch::Tensor att_out = att(att_in.mixed, v_first, state[2], chunk);
+  const NormShifted ffn_in = NormShift(att_in.residual, att_out, ln2, state[1], {ffn->x_k});
+  return ffn_in.residual + ffn(ffn_in.mixed[0]);
 }
 
 Rwkv7Impl::Rwkv7Impl(const Rwkv7Config& c, const Rwkv7Options& options)

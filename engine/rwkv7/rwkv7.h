@@ -78,17 +78,21 @@ class Rwkv7LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Rwkv7Linear);
 
-// Time mixing ("att"): token shift, projections, the WKV recurrence.
+// Time mixing ("att"): projections of the token-shifted input, gates, the WKV
+// recurrence.
 class Rwkv7TimeMixImpl : public torch::nn::Module {
  public:
   Rwkv7TimeMixImpl(const Rwkv7Config& config, int64_t layer, torch::ScalarType dtype);
 
-  // x (B, T, C), LayerNorm'd. `v_first` is block 0's value (B, T, C): set by
-  // block 0, read by the others. `shift` (B, C) and `wkv` (B, H, N, N) are
-  // replaced by their values after the last token. `chunk` 0: the recurrent
+  // mixed (6, B, T, C): the token-shift mixes of the LayerNorm'd x for r,
+  // w, k, v, a and g, in the order of Mixes(). `v_first` is block 0's value
+  // (B, T, C): set by block 0, read by the others. `wkv` (B, H, N, N) is
+  // replaced by its value after the last token. `chunk` 0: the recurrent
   // step, token by token; otherwise the chunked form with chunks of `chunk`.
-  torch::Tensor forward(const torch::Tensor& x, torch::Tensor& v_first, torch::Tensor& shift,
-                        torch::Tensor& wkv, int64_t chunk);
+  torch::Tensor forward(const torch::Tensor& mixed, torch::Tensor& v_first, torch::Tensor& wkv,
+                        int64_t chunk);
+  // x_r, x_w, x_k, x_v, x_a, x_g.
+  std::vector<torch::Tensor> Mixes() const;
   // The four C x C projections.
   std::vector<Rwkv7LinearImpl*> Linears();
   // See Rwkv7Impl::PackForCpu: the low-rank matrices, packed in place.
@@ -106,6 +110,20 @@ class Rwkv7TimeMixImpl : public torch::nn::Module {
   torch::nn::GroupNorm ln_x{nullptr};  // H groups, eps 64e-5
 
  private:
+  // What the low-rank products and gates make of a token, (B, T, C) each.
+  struct Gates {
+    torch::Tensor w;   // the log-decay, or the decay itself for the recurrent step
+    torch::Tensor a;   // in-context learning rate
+    torch::Tensor g;   // output gate
+    torch::Tensor kk;  // removal key, normalised per head
+  };
+  // The gates from the mixes; k and v (B, T, C) become the adjusted key and
+  // (blocks 1..) the value mixed with `v_first`, which block 0 sets to v.
+  // `decay`: gates.w is the decay rather than its log.
+  Gates ComputeGates(const torch::Tensor& xw, const torch::Tensor& xa, const torch::Tensor& xv,
+                     const torch::Tensor& xg, torch::Tensor& k, torch::Tensor& v,
+                     torch::Tensor& v_first, bool decay);
+
   const int64_t layer_;
   const int64_t n_heads_;
   const int64_t head_size_;
@@ -116,8 +134,8 @@ TORCH_MODULE(Rwkv7TimeMix);
 class Rwkv7ChannelMixImpl : public torch::nn::Module {
  public:
   Rwkv7ChannelMixImpl(const Rwkv7Config& config, torch::ScalarType dtype);
-  // x (B, T, C), LayerNorm'd; `shift` (B, C) is replaced.
-  torch::Tensor forward(const torch::Tensor& x, torch::Tensor& shift);
+  // xk (B, T, C): the token-shift mix of the LayerNorm'd x with x_k.
+  torch::Tensor forward(const torch::Tensor& xk);
 
   torch::Tensor x_k;                          // (C) token-shift mix
   Rwkv7Linear key{nullptr}, value{nullptr};   // (F, C), (C, F)
