@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -95,18 +96,21 @@ torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const t
   }
   TORCH_CHECK(r.numel() == heads * N && S.size(-2) == N, "WkvStepCpu: shapes ", r.sizes(), " and ",
               S.sizes());
-  const torch::Tensor b = (kk * a).contiguous();  // (B, H, N)
   const torch::Tensor r_c = r.contiguous(), w_c = w.contiguous(), k_c = k.contiguous();
-  const torch::Tensor v_c = v.contiguous(), kk_c = kk.contiguous();
+  const torch::Tensor v_c = v.contiguous(), kk_c = kk.contiguous(), a_c = a.contiguous();
+  // b = kk a, one head at a time: the same products as a whole-tensor
+  // multiply, without its dispatch and allocation at every step.
+  std::vector<float> b(N);
   if (!S.is_contiguous()) S = S.contiguous();
   torch::Tensor y = torch::empty_like(r_c);
   // The AVX-512 loop sums in another order than the plain one: each gives
   // its own bits (docs/DESIGN.md, "What is bit-identical").
   const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
   for (int64_t h = 0; h < heads; ++h) {
-    const Head head{r_c.data_ptr<float>() + h * N,  w_c.data_ptr<float>() + h * N,
-                    k_c.data_ptr<float>() + h * N,  v_c.data_ptr<float>() + h * N,
-                    kk_c.data_ptr<float>() + h * N, b.data_ptr<float>() + h * N,
+    const float *kk_h = kk_c.data_ptr<float>() + h * N, *a_h = a_c.data_ptr<float>() + h * N;
+    for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
+    const Head head{r_c.data_ptr<float>() + h * N, w_c.data_ptr<float>() + h * N,
+                    k_c.data_ptr<float>() + h * N, v_c.data_ptr<float>() + h * N, kk_h, b.data(),
                     S.data_ptr<float>() + h * N * N, y.data_ptr<float>() + h * N};
     if (wide) {
       HeadAvx512(head, N);
