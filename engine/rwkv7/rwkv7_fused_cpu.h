@@ -5,9 +5,9 @@
 // float32 tensors on the CPU. A batch-1 decode step of the 0.1B shape ran
 // about forty small LibTorch operations per layer (norms, token shift,
 // gates, decay, the removal key), each costing 1 to 7 us of dispatch and
-// allocation: with 8- or 4-bit weights that was as long as the weight
-// stream itself (bench/RESULTS.md, "where a batch-1 step goes"). Each
-// function here is one pass over the rows instead.
+// allocation: with 4-bit weights about a quarter of the step (bench/RESULTS.md,
+// "8- and 4-bit weights: where a batch-1 step goes"). Each function here is
+// one pass over the rows instead.
 //
 // Every row is computed alone, by the same code, whichever thread takes it;
 // each sum over a row has one fixed order (8 running partial sums, then
