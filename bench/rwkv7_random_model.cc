@@ -4,7 +4,7 @@
 // 65,536. What bench/e2e.sh serves to measure the server at a real
 // vocabulary without committing hundreds of megabytes.
 //
-//   linserve-rwkv7-random-model [--shape=0.1b] [--vocab_size=N] DIR
+//   linserve-rwkv7-random-model [--shape=0.1b] [--vocab_size=N] [--format=pth] DIR
 
 #include <torch/types.h>
 
@@ -16,12 +16,16 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/rwkv7_measure.h"
+#include "engine/formats/pth_writer.h"
 #include "engine/formats/safetensors.h"
 #include "engine/rwkv7/rwkv7_config.h"
 
 ABSL_FLAG(std::string, shape, "0.1b", "0.1b, 0.4b or tiny");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the random weights");
 ABSL_FLAG(int64_t, vocab_size, 0, "the vocabulary, if not the shape's (65,536 gives the World tokenizer)");
+ABSL_FLAG(std::string, format, "safetensors",
+          "safetensors (model.safetensors) or pth (model.pth, as torch.save writes it, the "
+          "format every published RWKV-7 comes in)");
 
 int main(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -40,8 +44,19 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   linserve::TensorMap weights = linserve::RandomRwkv7Weights(*shape, absl::GetFlag(FLAGS_seed));
   for (auto& [name, tensor] : weights) tensor = tensor.to(torch::kBFloat16);
-  const absl::Status written =
-      linserve::WriteSafetensorsFile((dir / "model.safetensors").string(), weights);
+  absl::Status written;
+  if (absl::GetFlag(FLAGS_format) == "pth") {
+    linserve::PthWriteOptions options;
+    options.archive_name = "model";
+    std::ofstream out(dir / "model.pth", std::ios::binary);
+    out << linserve::SerializePth(weights, options);
+    if (!out) written = absl::InternalError("cannot write " + (dir / "model.pth").string());
+  } else if (absl::GetFlag(FLAGS_format) == "safetensors") {
+    written = linserve::WriteSafetensorsFile((dir / "model.safetensors").string(), weights);
+  } else {
+    std::fprintf(stderr, "--format: safetensors or pth\n");
+    return 2;
+  }
   if (!written.ok()) {
     std::fprintf(stderr, "%s\n", written.ToString().c_str());
     return 1;
