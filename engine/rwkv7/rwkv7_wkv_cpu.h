@@ -6,7 +6,7 @@
 // once and written once, in place, both matrix-vector products done in the
 // same pass (a new tensor each step also cost the page faults of 75 MB at
 // batch 32);
-// the whole-tensor form in engine/rwkv7/rwkv7.cc passes over the batch's state
+// the whole-tensor form in engine/rwkv7/rwkv7_wkv.cc passes over the batch's state
 // about a dozen times, which at batch 32 of the 0.1B shape (75 MB of state,
 // out of cache behind the weights) took about a third of a decode step
 // (bench/RESULTS.md, RWKV-7). Thread-safe (no shared state).

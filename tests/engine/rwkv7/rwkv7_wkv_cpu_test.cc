@@ -1,5 +1,5 @@
 // WkvStepCpu against the recurrent step written in whole-tensor operations
-// (the form engine/rwkv7/rwkv7.cc uses off the CPU), on random inputs.
+// (the form engine/rwkv7/rwkv7_wkv.cc uses off the CPU), on random inputs.
 
 #include "engine/rwkv7/rwkv7_wkv_cpu.h"
 
