@@ -170,12 +170,27 @@ Vec ChannelMix(const Params& p, const std::string& b, const Vec& x, LayerState& 
 std::vector<std::vector<double>> Rwkv7ReferenceLogits(const Rwkv7Checkpoint& checkpoint,
                                                       absl::Span<const int64_t> tokens) {
   const Rwkv7Config& c = checkpoint.config;
+  return Rwkv7ReferenceLogits(
+      checkpoint, tokens,
+      std::vector<std::vector<double>>(c.n_layers,
+                                       std::vector<double>(c.n_heads * c.head_size * c.head_size)));
+}
+
+std::vector<std::vector<double>> Rwkv7ReferenceLogits(
+    const Rwkv7Checkpoint& checkpoint, absl::Span<const int64_t> tokens,
+    const std::vector<std::vector<double>>& initial_wkv) {
+  const Rwkv7Config& c = checkpoint.config;
   const Params p(checkpoint.weights);
   std::vector<LayerState> state(c.n_layers);
-  for (LayerState& s : state) {
+  const int64_t matrix = c.head_size * c.head_size;
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+    LayerState& s = state[layer];
     s.att_prev.assign(c.d_model, 0.0);
     s.ffn_prev.assign(c.d_model, 0.0);
-    s.S.assign(c.n_heads, Vec(c.head_size * c.head_size, 0.0));
+    const std::vector<double>& wkv = initial_wkv.at(layer);
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      s.S.emplace_back(wkv.begin() + h * matrix, wkv.begin() + (h + 1) * matrix);
+    }
   }
   std::vector<std::vector<double>> logits;
   for (int64_t token : tokens) {

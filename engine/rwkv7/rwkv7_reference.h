@@ -17,6 +17,12 @@ namespace linserve {
 // one, (T, V).
 std::vector<std::vector<double>> Rwkv7ReferenceLogits(const Rwkv7Checkpoint& checkpoint,
                                                       absl::Span<const int64_t> tokens);
+// The same from a state whose WKV matrices are `initial_wkv` (per layer, H
+// N x N matrices, row by value, column by key: H N N values each) and whose
+// token-shift vectors are zero: a state-tuned initial state.
+std::vector<std::vector<double>> Rwkv7ReferenceLogits(
+    const Rwkv7Checkpoint& checkpoint, absl::Span<const int64_t> tokens,
+    const std::vector<std::vector<double>>& initial_wkv);
 
 }  // namespace linserve
 
