@@ -18,6 +18,7 @@
 #include "engine/model/language_model.h"
 #include "engine/rwkv7/rwkv7_config.h"
 #include "gtest/gtest.h"
+#include "tests/engine/rwkv7/small_rwkv7_shape.h"
 
 namespace linserve {
 namespace {
@@ -57,14 +58,7 @@ class QuantizeToolTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "float");
-    Rwkv7Config shape;
-    shape.n_layers = 2;
-    shape.d_model = 128;
-    shape.n_heads = 2;
-    shape.head_size = 64;
-    shape.w_lora = shape.a_lora = shape.v_lora = shape.g_lora = 16;
-    shape.ffn_size = 256;
-    shape.vocab_size = 256;
+    const Rwkv7Config shape = SmallRwkv7Shape(128, 256, 256);
     TensorMap weights = RandomRwkv7Weights(shape, 3);
     for (auto& [name, tensor] : weights) tensor = tensor.to(torch::kBFloat16);
     ASSERT_TRUE(

@@ -13,6 +13,7 @@
 #include "engine/model/language_model.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "gtest/gtest.h"
+#include "tests/engine/rwkv7/small_rwkv7_shape.h"
 
 namespace linserve {
 namespace {
@@ -36,17 +37,8 @@ LoadOptions Float32() {
   return options;
 }
 
-Rwkv7Config TinyShape() {
-  Rwkv7Config shape;
-  shape.n_layers = 2;
-  shape.d_model = 128;
-  shape.n_heads = 2;
-  shape.head_size = 64;
-  shape.w_lora = shape.a_lora = shape.v_lora = shape.g_lora = 16;
-  shape.ffn_size = 256;
-  shape.vocab_size = 300;  // not a multiple of 16: a padded last panel
-  return shape;
-}
+// A vocabulary of 300, not a multiple of 16: a padded last panel.
+Rwkv7Config TinyShape() { return SmallRwkv7Shape(128, 256, 300); }
 
 // Greedy continuation of `prompt` for `count` tokens.
 std::vector<int64_t> Greedy(LanguageModel& model, const std::vector<int64_t>& prompt,

@@ -18,6 +18,7 @@
 #include "engine/rwkv7/rwkv7_model.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "gtest/gtest.h"
+#include "tests/engine/rwkv7/small_rwkv7_shape.h"
 
 namespace linserve {
 namespace {
@@ -28,17 +29,7 @@ const std::vector<int64_t> kPrompt = {17, 4, 99, 200, 3, 61, 8, 150, 42};
 
 // Pads every quantized matrix somewhere: V = 250 leaves a last panel short,
 // F = 160 a last group of 64 short.
-Rwkv7Config TinyShape() {
-  Rwkv7Config shape;
-  shape.n_layers = 2;
-  shape.d_model = 128;
-  shape.n_heads = 2;
-  shape.head_size = 64;
-  shape.w_lora = shape.a_lora = shape.v_lora = shape.g_lora = 16;
-  shape.ffn_size = 160;
-  shape.vocab_size = 250;
-  return shape;
-}
+Rwkv7Config TinyShape() { return SmallRwkv7Shape(128, 160, 250); }
 
 LoadOptions Quantized(WeightQuantization kind, int64_t group, torch::ScalarType dtype) {
   LoadOptions options;
