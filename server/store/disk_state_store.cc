@@ -1,20 +1,109 @@
 #include "server/store/disk_state_store.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "engine/base/sha256.h"
 #include "server/store/atomic_file.h"
 
 namespace linserve {
 namespace {
 
-constexpr char kExtension[] = ".state";
+namespace fs = std::filesystem;
 
-bool IsStateFile(const std::filesystem::directory_entry& entry) {
+constexpr char kExtension[] = ".state";
+// Under the store's directory; LoadAll and Open's count of session files
+// skip it, as they skip everything that is not a *.state file.
+constexpr char kNamedDir[] = "named";
+
+bool IsStateFile(const fs::directory_entry& entry) {
   return absl::EndsWith(entry.path().filename().string(), kExtension) && entry.is_regular_file();
+}
+
+bool IsHex(absl::string_view text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return absl::ascii_isxdigit(static_cast<unsigned char>(c)); });
+}
+
+// The named state a file name `<hex of name>.<digest>.state` stands for, or
+// nothing for any other file (a write's temporary ends in its own suffix).
+std::optional<NamedStateListing> ParseNamedFileName(absl::string_view file_name) {
+  if (!absl::ConsumeSuffix(&file_name, kExtension)) return std::nullopt;
+  // Neither part holds a '.': the name is hex, the digest too.
+  std::vector<absl::string_view> parts = absl::StrSplit(file_name, '.');
+  if (parts.size() != 2 || parts[0].empty() || parts[0].size() % 2 != 0 || !IsHex(parts[0])) {
+    return std::nullopt;
+  }
+  NamedStateListing listing;
+  listing.name = absl::HexStringToBytes(parts[0]);
+  listing.digest = std::string(parts[1]);
+  if (!CheckNamedStateDigest(listing.digest).ok()) return std::nullopt;
+  return listing;
+}
+
+// The named states in one tenant's directory, in no order; none when the
+// directory is not there (the tenant never stored one).
+absl::StatusOr<std::vector<NamedStateListing>> ListNamedDir(const fs::path& dir) {
+  std::vector<NamedStateListing> listings;
+  std::error_code error;
+  fs::directory_iterator it(dir, error);
+  if (error == std::errc::no_such_file_or_directory) return listings;
+  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+    std::optional<NamedStateListing> listing = ParseNamedFileName(it->path().filename().string());
+    if (!listing.has_value()) continue;
+    std::error_code stat_error;
+    listing->bytes = static_cast<int64_t>(it->file_size(stat_error));
+    // Deleted while listed: not there.
+    if (stat_error == std::errc::no_such_file_or_directory) continue;
+    if (stat_error) {
+      return absl::InternalError(
+          absl::StrCat("size of ", it->path().string(), ": ", stat_error.message()));
+    }
+    listings.push_back(*std::move(listing));
+  }
+  if (error) return absl::InternalError(absl::StrCat("list ", dir.string(), ": ", error.message()));
+  return listings;
+}
+
+// What Open finds of a previous run's named states.
+struct NamedStatesFound {
+  int64_t bytes = 0;
+  int stale_temp_files_removed = 0;
+};
+
+absl::StatusOr<NamedStatesFound> FindNamedStatesOnDisk(const fs::path& root) {
+  NamedStatesFound found;
+  std::error_code error;
+  fs::directory_iterator it(root, error);
+  if (error == std::errc::no_such_file_or_directory) return found;
+  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+    if (!it->is_directory(error) || error) continue;
+    absl::StatusOr<int> removed = RemoveStaleTempFiles(it->path().string());
+    if (!removed.ok()) return removed.status();
+    found.stale_temp_files_removed += *removed;
+    absl::StatusOr<std::vector<NamedStateListing>> listed = ListNamedDir(it->path());
+    if (!listed.ok()) return listed.status();
+    for (const NamedStateListing& listing : *listed) found.bytes += listing.bytes;
+  }
+  if (error) {
+    return absl::InternalError(absl::StrCat("list ", root.string(), ": ", error.message()));
+  }
+  return found;
+}
+
+absl::Status NamedStateNotFound(const NamedStateKey& key) {
+  // The name is one the server checked ([A-Za-z0-9._-]), safe to echo.
+  return absl::NotFoundError(absl::StrCat("no named state \"", key.name, "\""));
 }
 
 }  // namespace
@@ -30,11 +119,15 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
   // temporary behind; the state file itself is whole (old or new).
   absl::StatusOr<int> removed = RemoveStaleTempFiles(dir);
   if (!removed.ok()) return removed.status();
-  std::unique_ptr<DiskStateStore> store(new DiskStateStore(dir, max_bytes, *removed));
+  absl::StatusOr<NamedStatesFound> named = FindNamedStatesOnDisk(fs::path(dir) / kNamedDir);
+  if (!named.ok()) return named.status();
+  std::unique_ptr<DiskStateStore> store(
+      new DiskStateStore(dir, max_bytes, *removed + named->stale_temp_files_removed));
   // Files a previous run left count from the start, so a restart cannot
   // reset the budget. A directory already past it still opens: it serves
   // what it holds and refuses to grow.
   absl::MutexLock lock(&store->mu_);
+  store->bytes_ = named->bytes;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     if (!IsStateFile(entry)) continue;
     const auto size = static_cast<int64_t>(entry.file_size(error));
@@ -123,6 +216,92 @@ absl::StatusOr<std::vector<std::string>> DiskStateStore::LoadAll() {
   }
   if (error) return absl::InternalError(absl::StrCat("list ", dir_, ": ", error.message()));
   return files;
+}
+
+std::string DiskStateStore::NamedDirOf(const std::string& tenant) const {
+  return (fs::path(dir_) / kNamedDir / Sha256Hex({std::string_view(tenant)})).string();
+}
+
+std::string DiskStateStore::NamedPathOf(const NamedStateKey& key, const std::string& digest) const {
+  return (fs::path(NamedDirOf(key.tenant)) /
+          absl::StrCat(absl::BytesToHexString(key.name), ".", digest, kExtension))
+      .string();
+}
+
+absl::Status DiskStateStore::Reserve(int64_t size) {
+  absl::MutexLock lock(&mu_);
+  if (bytes_ + size > max_bytes_) return Full(size);
+  bytes_ += size;
+  return absl::OkStatus();
+}
+
+void DiskStateStore::Release(int64_t size) {
+  absl::MutexLock lock(&mu_);
+  bytes_ -= size;
+}
+
+absl::Status DiskStateStore::PutNamedState(const NamedStateKey& key, const std::string& digest,
+                                           const std::string& state_file) {
+  // The digest becomes part of a file name.
+  if (absl::Status valid = CheckNamedStateDigest(digest); !valid.ok()) return valid;
+  absl::MutexLock named(&named_mu_);
+  absl::StatusOr<NamedStateListing> existing = FindNamedState(key);
+  if (existing.ok()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "named state \"", key.name, "\" already exists; a name is never replaced: delete it "
+        "first or choose another name"));
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  const auto size = static_cast<int64_t>(state_file.size());
+  if (absl::Status room = Reserve(size); !room.ok()) return room;
+  std::error_code error;
+  fs::create_directories(NamedDirOf(key.tenant), error);
+  absl::Status written =
+      error ? absl::InternalError(absl::StrCat("named state directory: ", error.message()))
+            : WriteFileAtomically(NamedPathOf(key, digest), state_file);
+  if (!written.ok()) Release(size);
+  return written;
+}
+
+absl::StatusOr<NamedStateListing> DiskStateStore::FindNamedState(const NamedStateKey& key) {
+  absl::StatusOr<std::vector<NamedStateListing>> listed = ListNamedDir(NamedDirOf(key.tenant));
+  if (!listed.ok()) return listed.status();
+  for (NamedStateListing& listing : *listed) {
+    if (listing.name == key.name) return std::move(listing);
+  }
+  return NamedStateNotFound(key);
+}
+
+absl::StatusOr<std::string> DiskStateStore::GetNamedState(const NamedStateKey& key) {
+  absl::StatusOr<NamedStateListing> listing = FindNamedState(key);
+  if (!listing.ok()) return listing.status();
+  absl::StatusOr<std::string> file = ReadFile(NamedPathOf(key, listing->digest));
+  // Deleted since it was listed.
+  if (absl::IsNotFound(file.status())) return NamedStateNotFound(key);
+  return file;
+}
+
+absl::Status DiskStateStore::DeleteNamedState(const NamedStateKey& key) {
+  absl::MutexLock named(&named_mu_);
+  absl::StatusOr<NamedStateListing> listing = FindNamedState(key);
+  if (!listing.ok()) return listing.status();
+  std::error_code error;
+  fs::remove(NamedPathOf(key, listing->digest), error);
+  if (error) return absl::InternalError(absl::StrCat("delete named state: ", error.message()));
+  Release(listing->bytes);
+  // A tenant's last one takes its directory along; remove() leaves a
+  // directory that still holds files, and that error is no error here.
+  fs::remove(NamedDirOf(key.tenant), error);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<NamedStateListing>> DiskStateStore::ListNamedStates(
+    const std::string& tenant) {
+  absl::StatusOr<std::vector<NamedStateListing>> listed = ListNamedDir(NamedDirOf(tenant));
+  if (!listed.ok()) return listed.status();
+  std::sort(listed->begin(), listed->end(),
+            [](const NamedStateListing& a, const NamedStateListing& b) { return a.name < b.name; });
+  return listed;
 }
 
 }  // namespace linserve

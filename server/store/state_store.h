@@ -38,6 +38,26 @@ struct VersionedStateFile {
 
 class SessionLeases;
 
+// A named state's place in the store (server/sessions/named_states.h): per
+// tenant, under a name the server has checked ([A-Za-z0-9._-], 1 to 64
+// characters) before it reaches the store.
+struct NamedStateKey {
+  std::string tenant;
+  std::string name;
+};
+
+// What the store's index says of one named state, without reading it.
+struct NamedStateListing {
+  std::string name;
+  std::string digest;  // 64 hex digits: the state's content digest (NamedStateDigest)
+  int64_t bytes = 0;   // of its state file
+};
+
+// OK when `digest` is what NamedStateListing::digest holds (64 hex digits);
+// else INVALID_ARGUMENT naming it. The stores check it before it becomes part
+// of a file name or an index entry.
+absl::Status CheckNamedStateDigest(const std::string& digest);
+
 // The name a store files `key` under: the SHA-256 (hex) of tenant, NUL and
 // session id, so that no client string becomes a path or key by itself and
 // ("ab", "c") and ("a", "bc") stay apart.
@@ -76,6 +96,27 @@ class StateStore {
   // Non-null when several servers may share this store: they then take a
   // session's lease before advancing it.
   virtual SessionLeases* leases() { return nullptr; }
+
+  // Named states: a key space of their own beside sessions'. They never
+  // expire, LoadAll does not return them, and their bytes count against the
+  // store's budget (--max_store_bytes) like sessions'. An entry is never
+  // replaced: a name is made once, then only read or deleted. The defaults
+  // answer UNIMPLEMENTED (a store that cannot hold them).
+
+  // Stores a new named state: ALREADY_EXISTS when the tenant has one of that
+  // name (nothing is written), RESOURCE_EXHAUSTED when the store is full.
+  // Atomic: a reader sees the whole entry or none.
+  virtual absl::Status PutNamedState(const NamedStateKey& key, const std::string& digest,
+                                     const std::string& state_file);
+  // Its listing (cheap: no state bytes read), NOT_FOUND when there is none.
+  virtual absl::StatusOr<NamedStateListing> FindNamedState(const NamedStateKey& key);
+  // Its state file, NOT_FOUND when there is none.
+  virtual absl::StatusOr<std::string> GetNamedState(const NamedStateKey& key);
+  // NOT_FOUND when there was none.
+  virtual absl::Status DeleteNamedState(const NamedStateKey& key);
+  // The tenant's named states, by name.
+  virtual absl::StatusOr<std::vector<NamedStateListing>> ListNamedStates(
+      const std::string& tenant);
 };
 
 }  // namespace linserve

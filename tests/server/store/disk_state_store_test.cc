@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/store/atomic_file.h"
@@ -99,6 +101,181 @@ TEST_F(DiskStateStoreTest, ByteBudgetRefusesGrowthCountsReplacementsAndSurvivesR
   EXPECT_FALSE((*reopened)->CheckRoom(6).ok());
   ASSERT_TRUE((*reopened)->Delete(a).ok());
   EXPECT_EQ((*reopened)->bytes(), 5);
+}
+
+// A digest as the server makes them (64 hex digits), one per letter.
+std::string Digest(char c) { return std::string(64, c); }
+
+TEST_F(DiskStateStoreTest, NamedStatesPutFindGetListAndDelete) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  const NamedStateKey prompt{"tenant-a", "system.prompt-v1"};
+  const NamedStateKey other{"tenant-a", "another_one"};
+  const std::string binary("named\0state\xff", 12);
+  EXPECT_EQ((*store)->FindNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*store)->PutNamedState(prompt, Digest('a'), binary).ok());
+  ASSERT_TRUE((*store)->PutNamedState(other, Digest('b'), "other").ok());
+
+  auto found = (*store)->FindNamedState(prompt);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->name, prompt.name);
+  EXPECT_EQ(found->digest, Digest('a'));
+  EXPECT_EQ(found->bytes, 12);
+  EXPECT_EQ(*(*store)->GetNamedState(prompt), binary);
+  EXPECT_TRUE(fs::exists((*store)->NamedPathOf(prompt, Digest('a'))));
+
+  auto listed = (*store)->ListNamedStates("tenant-a");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].name, "another_one") << "by name";
+  EXPECT_EQ((*listed)[0].digest, Digest('b'));
+  EXPECT_EQ((*listed)[0].bytes, 5);
+  EXPECT_EQ((*listed)[1].name, prompt.name);
+  EXPECT_TRUE((*store)->ListNamedStates("nobody")->empty());
+
+  ASSERT_TRUE((*store)->DeleteNamedState(prompt).ok());
+  EXPECT_EQ((*store)->FindNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->GetNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->DeleteNamedState(prompt).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->ListNamedStates("tenant-a")->size(), 1u);
+  // A name deleted may be made again, with other contents.
+  ASSERT_TRUE((*store)->PutNamedState(prompt, Digest('c'), "again").ok());
+  EXPECT_EQ(*(*store)->GetNamedState(prompt), "again");
+  EXPECT_EQ((*store)->FindNamedState(prompt)->digest, Digest('c'));
+}
+
+TEST_F(DiskStateStoreTest, ANamedStateIsNeverReplaced) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  const NamedStateKey key{"t", "base"};
+  ASSERT_TRUE((*store)->PutNamedState(key, Digest('a'), "first").ok());
+  const int64_t bytes = (*store)->bytes();
+  // Same digest or another: the name is taken.
+  for (char digest : {'a', 'b'}) {
+    const absl::Status again = (*store)->PutNamedState(key, Digest(digest), "second");
+    EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+    EXPECT_NE(again.message().find("\"base\""), std::string::npos) << again;
+  }
+  EXPECT_EQ(*(*store)->GetNamedState(key), "first");
+  EXPECT_EQ((*store)->FindNamedState(key)->digest, Digest('a'));
+  EXPECT_EQ((*store)->bytes(), bytes) << "a refused put takes no bytes";
+  EXPECT_EQ((*store)->ListNamedStates("t")->size(), 1u);
+}
+
+TEST_F(DiskStateStoreTest, NamedStatesOfOneTenantAreNotAnothers) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  const NamedStateKey alice{"alice", "shared-name"};
+  const NamedStateKey bob{"bob", "shared-name"};
+  ASSERT_TRUE((*store)->PutNamedState(alice, Digest('a'), "alice's").ok());
+  EXPECT_EQ((*store)->FindNamedState(bob).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->GetNamedState(bob).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->DeleteNamedState(bob).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE((*store)->ListNamedStates("bob")->empty());
+  // Bob may use the same name for his own.
+  ASSERT_TRUE((*store)->PutNamedState(bob, Digest('b'), "bob's").ok());
+  EXPECT_EQ(*(*store)->GetNamedState(alice), "alice's");
+  EXPECT_EQ(*(*store)->GetNamedState(bob), "bob's");
+  // Directories are named by the server: a hostile tenant stays inside.
+  const fs::path hostile = (*store)->NamedDirOf("../../etc");
+  EXPECT_EQ(hostile.parent_path(), dir_ / "named");
+  EXPECT_EQ(hostile.filename().string().size(), 64u);
+}
+
+TEST_F(DiskStateStoreTest, NamedStatesAreNotSessions) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Put({"t", "0123456789abcdef0123456789abcdef"}, "session").ok());
+  ASSERT_TRUE((*store)->PutNamedState({"t", "named"}, Digest('a'), "named state").ok());
+  auto all = (*store)->LoadAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0], "session");
+  // Reopened, the named directory neither trips Open nor shows in LoadAll.
+  store->reset();
+  auto reopened = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->LoadAll()->size(), 1u);
+  EXPECT_EQ(*(*reopened)->GetNamedState({"t", "named"}), "named state");
+}
+
+TEST_F(DiskStateStoreTest, ADigestThatIsNotHexIsRefused) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  for (const std::string& digest : {std::string("abc"), std::string(64, '/'),
+                                    std::string(63, 'a') + "."}) {
+    const absl::Status status = (*store)->PutNamedState({"t", "n"}, digest, "x");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("digest"), std::string::npos) << status;
+  }
+  EXPECT_TRUE((*store)->ListNamedStates("t")->empty());
+}
+
+TEST_F(DiskStateStoreTest, ByteBudgetCountsNamedStatesAndSurvivesReopen) {
+  const StoredSessionKey session{"t", "0123456789abcdef0123456789abcdef"};
+  const NamedStateKey a{"t", "a"};
+  const NamedStateKey b{"u", "b"};
+  {
+    auto store = DiskStateStore::Open(dir_.string(), 25);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Put(session, std::string(10, 's')).ok());
+    ASSERT_TRUE((*store)->PutNamedState(a, Digest('a'), std::string(10, 'a')).ok());
+    EXPECT_EQ((*store)->bytes(), 20);
+    const absl::Status full = (*store)->PutNamedState(b, Digest('b'), std::string(6, 'b'));
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+    EXPECT_NE(full.message().find("max_store_bytes = 25"), std::string::npos) << full;
+    EXPECT_EQ((*store)->FindNamedState(b).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_FALSE(fs::exists((*store)->NamedDirOf("u"))) << "a refused put writes nothing";
+    EXPECT_EQ((*store)->bytes(), 20);
+    // A session cannot take the bytes a named state holds either.
+    EXPECT_EQ((*store)->CheckRoom(6).code(), absl::StatusCode::kResourceExhausted);
+    ASSERT_TRUE((*store)->PutNamedState(b, Digest('b'), std::string(5, 'b')).ok());
+    EXPECT_EQ((*store)->bytes(), 25);
+  }
+  // A crash's temporary beside the named states goes at Open, and the named
+  // states already there count from the start.
+  {
+    auto probe = DiskStateStore::Open(dir_.string());
+    ASSERT_TRUE(probe.ok());
+    std::ofstream((*probe)->NamedPathOf(a, Digest('a')) + kTempSuffix + "1-0") << "torn";
+  }
+  auto reopened = DiskStateStore::Open(dir_.string(), 25);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->stale_temp_files_removed(), 1);
+  EXPECT_EQ((*reopened)->bytes(), 25);
+  EXPECT_FALSE((*reopened)->CheckRoom(1).ok());
+  ASSERT_EQ((*reopened)->ListNamedStates("t")->size(), 1u) << "the temporary is gone";
+  ASSERT_TRUE((*reopened)->DeleteNamedState(a).ok());
+  EXPECT_EQ((*reopened)->bytes(), 15);
+  EXPECT_FALSE(fs::exists((*reopened)->NamedDirOf("t"))) << "an emptied tenant directory goes";
+  ASSERT_TRUE((*reopened)->PutNamedState(a, Digest('a'), std::string(10, 'a')).ok());
+}
+
+TEST_F(DiskStateStoreTest, OfTwoPutsOfOneNameAtOnceOneLands) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  for (int round = 0; round < 20; ++round) {
+    const NamedStateKey key{"t", "race-" + std::to_string(round)};
+    std::vector<absl::Status> results(4);
+    std::vector<std::thread> writers;
+    for (int i = 0; i < 4; ++i) {
+      writers.emplace_back([&, i] {
+        results[i] = (*store)->PutNamedState(key, Digest("abcd"[i]), std::string(1, "abcd"[i]));
+      });
+    }
+    for (std::thread& writer : writers) writer.join();
+    int landed = 0;
+    for (const absl::Status& result : results) {
+      if (result.ok()) {
+        ++landed;
+      } else {
+        EXPECT_EQ(result.code(), absl::StatusCode::kAlreadyExists) << result;
+      }
+    }
+    EXPECT_EQ(landed, 1);
+  }
+  EXPECT_EQ((*store)->ListNamedStates("t")->size(), 20u);
+  EXPECT_EQ((*store)->bytes(), 20);
 }
 
 }  // namespace
