@@ -178,6 +178,12 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   absl::StatusOr<GenerateCall> call =
       ValidateGenerateRequest(generate, handlers_->service_->options().limits);
   if (!call.ok()) return field_error(call.status());
+  // A new session's named state goes to CreateSession, past the validation
+  // above: its name is checked here.
+  if (!request_.new_session_state.empty()) {
+    absl::Status name = ValidateStateName("initial_state", request_.new_session_state);
+    if (!name.ok()) return field_error(name);
+  }
   call->protocol = Protocol::kHttp;
   call_ = *std::move(call);
   logprobs_ = call_->logprobs;
@@ -201,6 +207,7 @@ void CompletionCall::Start(const HttpRequest& req) {
   exchange_->OnClientGone([self] { self->ClientGone(); });
   if (!request_.new_session) return Submit();
   scheduler_->CreateSession(tenant_, "", request_.generate.cache_salt(),
+                            request_.new_session_state,
                             [self](absl::StatusOr<SessionInfo> info) {
                               self->exchange_->Post([self, info = std::move(info)] {
                                 self->Created(info);

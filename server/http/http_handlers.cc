@@ -29,10 +29,17 @@ HttpHeadVerdict HttpHandlers::Judge(const HttpRequest& head) {
   HttpHeadVerdict verdict;
   verdict.max_body_bytes = options_.max_body_bytes;
   verdict.body_limit_name = "--max_http_body_bytes";
+  if (IsStateUpload(head)) {
+    // A state file is far bigger than any JSON body: its own limit, the one
+    // gRPC's UploadNamedState has.
+    verdict.max_body_bytes = options_.max_state_upload_bytes;
+    verdict.body_limit_name = "--max_state_upload_bytes";
+    verdict.refusal = JudgeStateUpload(head);
+  }
   // A compressed body could inflate to any size: the server takes bodies as
   // sent, and says so before reading one.
   const std::string coding = head.Header("Content-Encoding");
-  if (!coding.empty() && !absl::EqualsIgnoreCase(coding, "identity")) {
+  if (!verdict.refusal && !coding.empty() && !absl::EqualsIgnoreCase(coding, "identity")) {
     verdict.refusal = Refusal(415, absl::StrCat("Content-Encoding \"", coding,
                                                 "\" is not accepted; send the body uncompressed"));
   }
@@ -65,6 +72,8 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
   } else if (method == "POST" && path == "/v1/chat/completions") {
     return Complete(OpenAiEndpoint::kChatCompletions, std::move(req), std::move(cors),
                     std::move(exchange));
+  } else if (path == "/v1/states" || absl::StartsWith(path, "/v1/states/")) {
+    return NamedStates(std::move(req), std::move(cors), std::move(exchange));
   } else {
     answer = Refusal(404, absl::StrCat("no endpoint ", method, " ", path,
                                        " (server/README.md lists them)"));
@@ -95,7 +104,7 @@ std::optional<HttpResponse> HttpHandlers::CheckOrigin(const HttpRequest& req, Ht
   preflight.content_type.clear();
   preflight.headers = cors;
   preflight.headers.insert(preflight.headers.end(),
-                           {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                           {{"Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS"},
                             {"Access-Control-Allow-Headers", "Authorization, Content-Type, x-session-id"},
                             {"Access-Control-Max-Age", "600"}});
   return preflight;

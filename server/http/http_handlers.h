@@ -7,6 +7,7 @@
 // reach the connection's strand.
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,18 @@ class HttpHandlers : public HttpService {
   HttpResponse Detokenize(const HttpRequest& req);
   void Complete(OpenAiEndpoint endpoint, HttpRequest req, HttpHeaders cors,
                 std::shared_ptr<HttpExchange> exchange);
+
+  // /v1/states and /v1/states/{name} (http_named_states.cc).
+  using StateAnswer =
+      std::function<void(const absl::StatusOr<nlohmann::json>& body, const std::string& param)>;
+  void NamedStates(HttpRequest req, HttpHeaders cors, std::shared_ptr<HttpExchange> exchange);
+  void CreateNamedState(const HttpRequest& req, const std::string& tenant, Scheduler* scheduler,
+                        const StateAnswer& answer, Scheduler::Done<NamedStateInfo> done);
+  // PUT /v1/states/{name}: its body is a state file, up to
+  // --max_state_upload_bytes; JudgeStateUpload refuses it from the head
+  // (no token, a Content-Type other than application/octet-stream).
+  static bool IsStateUpload(const HttpRequest& head);
+  std::optional<HttpResponse> JudgeStateUpload(const HttpRequest& head);
 
   // The caller's tenant ("" without auth), or the error to answer.
   absl::StatusOr<std::string> Authenticate(const HttpRequest& req) const;

@@ -22,6 +22,9 @@ struct HttpOptions {
   int port = 8080;  // 0 picks a free one
   HttpLimits limits;
   int64_t max_body_bytes = 1 << 20;  // a completion's body, on any framing
+  // PUT /v1/states/{name}'s body (a state file, bigger than any JSON body):
+  // --max_state_upload_bytes, as UploadNamedState's bound on gRPC.
+  int64_t max_state_upload_bytes = 16 << 20;
   int max_connections = 1024;
   int io_threads = 2;
   std::vector<std::string> cors_origins;  // empty: no browser origin is allowed
@@ -43,11 +46,11 @@ absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options);
 
 // The OpenAI-compatible HTTP API beside gRPC (server/README.md lists the
 // endpoints): /v1/completions, /v1/chat/completions (SSE when "stream"),
-// /v1/models, /tokenize, /detokenize, /health. A thin transport: a request
-// becomes the GenerateRequest the gRPC service takes and goes through the
-// same validation, stream limit and scheduler; a turn's output comes back
-// through an HttpTurnSink. The connections are served asynchronously by an
-// HttpListener (server/net/), with its limits.
+// /v1/models, /v1/states (named states), /tokenize, /detokenize, /health. A
+// thin transport: a request becomes the GenerateRequest the gRPC service
+// takes and goes through the same validation, stream limit and scheduler; a
+// turn's output comes back through an HttpTurnSink. The connections are
+// served asynchronously by an HttpListener (server/net/), with its limits.
 class HttpServer {
  public:
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpOptions options,

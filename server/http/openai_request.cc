@@ -361,6 +361,18 @@ absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAi
   if (out.new_session && !out.generate.session_id().empty()) {
     return Invalid("session = \"new\" and session_id are both set; send one");
   }
+  // A named state to start from: a stateless turn's, or the new session's.
+  std::string initial_state;
+  LINSERVE_RETURN_IF_ERROR(f.String("initial_state", &initial_state));
+  if (!initial_state.empty() && !out.generate.session_id().empty()) {
+    return Invalid("initial_state and session_id (or x-session-id) are both set: a session "
+                   "already has its state; send one");
+  }
+  if (out.new_session) {
+    out.new_session_state = initial_state;
+  } else {
+    out.generate.set_initial_state(initial_state);
+  }
   std::string salt;
   LINSERVE_RETURN_IF_ERROR(f.String("cache_salt", &salt));
   out.generate.set_cache_salt(salt);
@@ -467,6 +479,7 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "user",
                                                           "session_id",
                                                           "session",
+                                                          "initial_state",
                                                           "cache_salt"};
   std::string name = message.substr(0, end);
   if (name.empty() || !kKnown.contains(name)) {

@@ -30,6 +30,10 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool new_session = false;    // "session": "new"
+  // "initial_state" with "session": "new": the named state the new session
+  // starts from (the session then has it: generate.initial_state stays
+  // empty). Without a new session it is generate.initial_state.
+  std::string new_session_state;
   OpenAiTools tools;           // tools and tool_choice (chat only)
   // Fields the server does not know, ignored (OpenAI clients send extras):
   // how many, and the first kListedIgnoredFields of their names, each cut
