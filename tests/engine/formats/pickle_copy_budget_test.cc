@@ -1,9 +1,10 @@
 // A pickle that memoizes one long value and then uses it over and over, a
 // few bytes a use, is refused before its copies outgrow it
-// (kPickleCopiedBytesPerByte in engine/formats/torch_unpickler.h). Each file
-// here is a few hundred KB and would make the reader copy about 1 GiB if
-// copies were free; memory is judged by the process's peak resident size,
-// not by time, so the test does not depend on the machine's speed.
+// (kPickleCopiedBytesPerByte in engine/formats/torch_unpickler.h). Most files
+// here are a few hundred KB and would make the reader copy about 1 GiB if
+// copies were free, the largest a few MB that would copy 4 to 64 GiB; memory
+// is judged by the process's peak resident size, not by time, so the test
+// does not depend on the machine's speed.
 
 #include <sys/resource.h>
 
@@ -90,6 +91,46 @@ TEST(PickleCopyBudgetTest, ValuesUsedOverAndOverAreRefusedBeforeTheyAreCopied) {
         << t.status();
   }
   EXPECT_LT(PeakResidentBytes() - peak_before, kMaxPeakGrowthBytes);
+}
+
+// The files first measured: a class name memoized once and called 2^20
+// times, 5 bytes of pickle a call (a 4 KiB name made the old reader peak at
+// 4.5 GB, a 64 KiB one would have asked for 64 GiB), and a storage id
+// memoized once and loaded 2^20 times, 3 bytes a load, whose long key each
+// storage copied. Each file is built, then parsed alone, so that the peak it
+// adds is its own.
+TEST(PickleCopyBudgetTest, LongNamesUsedAMillionTimesAreRefusedWithinBoundedMemory) {
+  constexpr int kMillionUses = 1 << 20;
+  constexpr int64_t kMaxMillionPeakGrowthBytes = int64_t{200} << 20;
+  for (const size_t long_bytes : {size_t{4} << 10, size_t{64} << 10}) {
+    const std::string long_value(long_bytes, 'x');
+    for (const bool loaded : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(long_bytes, " bytes, ",
+                                loaded ? "a storage key loaded" : "a class name called"));
+      Pickle p;
+      if (loaded) {
+        p.Op("(").Str("storage").Global("torch", "FloatStorage").Str(long_value).Str("cpu");
+        p.Int(0).Op("t").Put(0);
+        for (int i = 0; i < kMillionUses; ++i) p.Get(0).Op("Q");
+      } else {
+        p.Global("builtins", long_value).Put(0).Op(")").Put(1);
+        for (int i = 0; i < kMillionUses; ++i) p.Get(0).Get(1).Op("R");
+      }
+      const std::string pickle = p.Stop();
+      const std::string file = Pth(pickle);
+      const uint64_t limit =
+          kPickleCopiedBytesPerByte * pickle.size() + kPickleCopiedBytesAllowance;
+      const int64_t peak_before = PeakResidentBytes();
+      absl::StatusOr<TensorMap> t = ParsePth(file);
+      EXPECT_LT(PeakResidentBytes() - peak_before, kMaxMillionPeakGrowthBytes);
+      EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss) << t.status();
+      EXPECT_TRUE(Contains(
+          t.status(), absl::StrCat("copied out of the pickle pass ", limit, " bytes, its limit (",
+                                   kPickleCopiedBytesPerByte, " per byte of its ", pickle.size(),
+                                   ", plus ", kPickleCopiedBytesAllowance, ")")))
+          << t.status();
+    }
+  }
 }
 
 // Weights shared between layers appear once per layer in a state dict, each
