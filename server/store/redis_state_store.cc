@@ -1,6 +1,8 @@
 #include "server/store/redis_state_store.h"
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include <hiredis/hiredis.h>
 
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "engine/base/sha256.h"
 
 namespace linserve {
 namespace {
@@ -64,6 +67,50 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 )lua";
+
+// KEYS: named-state index, named state. ARGV: name, index entry
+// ("<digest> <bytes>"), state file. 1: stored; 0: the name is taken
+// (nothing written). No TTL: named states never expire. The SET comes first,
+// so that Redis out of memory refuses it before anything is written.
+constexpr char kPutNamedState[] = R"lua(
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+)lua";
+
+// KEYS: named-state index, named state. ARGV: name. 1: deleted; 0: there
+// was none. (Redis drops a hash whose last field goes.)
+constexpr char kDeleteNamedState[] = R"lua(
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('DEL', KEYS[2])
+return 1
+)lua";
+
+absl::Status NamedStateNotFound(const NamedStateKey& key) {
+  // The name is one the server checked ([A-Za-z0-9._-]), safe to echo.
+  return absl::NotFoundError(absl::StrCat("no named state \"", key.name, "\""));
+}
+
+// An index entry "<digest> <bytes>" read back as `name`'s listing.
+absl::StatusOr<NamedStateListing> ParseNamedIndexEntry(std::string name,
+                                                       absl::string_view entry) {
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(entry, absl::MaxSplits(' ', 1));
+  NamedStateListing listing;
+  listing.digest = std::string(parts.first);
+  if (!CheckNamedStateDigest(listing.digest).ok() ||
+      !absl::SimpleAtoi(parts.second, &listing.bytes)) {
+    return absl::UnavailableError(
+        absl::StrCat("redis: the index entry of named state \"", name, "\" is malformed"));
+  }
+  listing.name = std::move(name);
+  return listing;
+}
 
 std::string Millis(absl::Duration d) {
   return absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
@@ -194,6 +241,15 @@ std::string RedisStateStore::LeaseKeyOf(const StoredSessionKey& key) const {
   return absl::StrCat(address_.prefix, ":lease:", StoredSessionName(key));
 }
 
+std::string RedisStateStore::NamedIndexKeyOf(const std::string& tenant) const {
+  return absl::StrCat(address_.prefix, ":named:", Sha256Hex({std::string_view(tenant)}));
+}
+
+std::string RedisStateStore::NamedKeyOf(const NamedStateKey& key) const {
+  return absl::StrCat(address_.prefix, ":named-state:",
+                      StoredSessionName({key.tenant, key.name}));
+}
+
 absl::StatusOr<long long> RedisStateStore::RunScript(const char* script,
                                                      const std::vector<std::string>& keys,
                                                      const std::vector<std::string>& args) {
@@ -302,6 +358,8 @@ absl::Status RedisStateStore::ReleaseLease(const StoredSessionKey& key, const st
 absl::StatusOr<std::vector<std::string>> RedisStateStore::LoadAll() {
   std::vector<std::string> files;
   std::string cursor = "0";
+  // Sessions only: named states' keys (<prefix>:named:..., <prefix>:named-state:...)
+  // differ right after the prefix.
   const std::string pattern = absl::StrCat(address_.prefix, ":session:*");
   do {
     absl::StatusOr<Reply> page = Run({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
@@ -320,6 +378,69 @@ absl::StatusOr<std::vector<std::string>> RedisStateStore::LoadAll() {
     }
   } while (cursor != "0");
   return files;
+}
+
+absl::Status RedisStateStore::PutNamedState(const NamedStateKey& key, const std::string& digest,
+                                            const std::string& state_file) {
+  // The digest is half of the index entry, which a space splits.
+  if (absl::Status valid = CheckNamedStateDigest(digest); !valid.ok()) return valid;
+  absl::StatusOr<long long> stored =
+      RunScript(kPutNamedState, {NamedIndexKeyOf(key.tenant), NamedKeyOf(key)},
+                {key.name, absl::StrCat(digest, " ", state_file.size()), state_file});
+  if (!stored.ok()) return stored.status();
+  if (*stored == 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "named state \"", key.name,
+        "\" already exists; a name is never replaced: delete it first or choose another name"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NamedStateListing> RedisStateStore::FindNamedState(const NamedStateKey& key) {
+  absl::StatusOr<Reply> reply = Run({"HGET", NamedIndexKeyOf(key.tenant), key.name});
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type != REDIS_REPLY_STRING) return NamedStateNotFound(key);
+  return ParseNamedIndexEntry(key.name, absl::string_view((*reply)->str, (*reply)->len));
+}
+
+absl::StatusOr<std::string> RedisStateStore::GetNamedState(const NamedStateKey& key) {
+  absl::StatusOr<Reply> reply = Run({"GET", NamedKeyOf(key)});
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type != REDIS_REPLY_STRING) return NamedStateNotFound(key);
+  return std::string((*reply)->str, (*reply)->len);
+}
+
+absl::Status RedisStateStore::DeleteNamedState(const NamedStateKey& key) {
+  absl::StatusOr<long long> deleted =
+      RunScript(kDeleteNamedState, {NamedIndexKeyOf(key.tenant), NamedKeyOf(key)}, {key.name});
+  if (!deleted.ok()) return deleted.status();
+  if (*deleted == 0) return NamedStateNotFound(key);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<NamedStateListing>> RedisStateStore::ListNamedStates(
+    const std::string& tenant) {
+  absl::StatusOr<Reply> reply = Run({"HGETALL", NamedIndexKeyOf(tenant)});
+  if (!reply.ok()) return reply.status();
+  const redisReply* r = reply->get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
+    return absl::UnavailableError("redis: unexpected HGETALL reply");
+  }
+  std::vector<NamedStateListing> listings;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const redisReply* name = r->element[i];
+    const redisReply* entry = r->element[i + 1];
+    if (name->type != REDIS_REPLY_STRING || entry->type != REDIS_REPLY_STRING) {
+      return absl::UnavailableError("redis: unexpected HGETALL reply");
+    }
+    absl::StatusOr<NamedStateListing> listing = ParseNamedIndexEntry(
+        std::string(name->str, name->len), absl::string_view(entry->str, entry->len));
+    if (!listing.ok()) return listing.status();
+    listings.push_back(*std::move(listing));
+  }
+  std::sort(listings.begin(), listings.end(),
+            [](const NamedStateListing& a, const NamedStateListing& b) { return a.name < b.name; });
+  return listings;
 }
 
 }  // namespace linserve

@@ -33,7 +33,10 @@ absl::StatusOr<RedisAddress> ParseRedisUrl(const std::string& url);
 //   <prefix>:version:<name>  its version, bumped by every write
 //   <prefix>:lease:<name>    the owner of the session's lease, if any
 // State and version expire together `ttl` after the last write (zero:
-// never). Writes and lease changes are Lua scripts, so each is atomic in
+// never). Named states, per tenant, never expire:
+//   <prefix>:named:<SHA-256 hex of tenant>  a hash: name -> "<digest> <bytes>"
+//   <prefix>:named-state:<StoredSessionName of (tenant, name)>  the state file
+// (LoadAll's SCAN of <prefix>:session:* never meets them). Writes and lease changes are Lua scripts, so each is atomic in
 // Redis. Errors: Redis unreachable or failing is UNAVAILABLE, out of memory
 // RESOURCE_EXHAUSTED, a failed fence or lease ABORTED; the next call
 // reconnects, so the store recovers by itself when Redis returns.
@@ -55,6 +58,14 @@ class RedisStateStore : public StateStore, public SessionLeases {
   absl::StatusOr<int64_t> VersionOf(const StoredSessionKey& key) override;
   SessionLeases* leases() override { return this; }
 
+  absl::Status PutNamedState(const NamedStateKey& key, const std::string& digest,
+                             const std::string& state_file) override;
+  absl::StatusOr<NamedStateListing> FindNamedState(const NamedStateKey& key) override;
+  absl::StatusOr<std::string> GetNamedState(const NamedStateKey& key) override;
+  absl::Status DeleteNamedState(const NamedStateKey& key) override;
+  absl::StatusOr<std::vector<NamedStateListing>> ListNamedStates(
+      const std::string& tenant) override;
+
   absl::Status AcquireLease(const StoredSessionKey& key, const std::string& owner,
                             absl::Duration ttl) override;
   absl::Status RenewLease(const StoredSessionKey& key, const std::string& owner,
@@ -65,6 +76,10 @@ class RedisStateStore : public StateStore, public SessionLeases {
   std::string KeyOf(const StoredSessionKey& key) const;
   std::string VersionKeyOf(const StoredSessionKey& key) const;
   std::string LeaseKeyOf(const StoredSessionKey& key) const;
+  // The Redis keys of a tenant's named-state index and of one named state's
+  // file (tests and tools).
+  std::string NamedIndexKeyOf(const std::string& tenant) const;
+  std::string NamedKeyOf(const NamedStateKey& key) const;
 
  private:
   RedisStateStore(RedisAddress address, absl::Duration ttl, absl::Duration timeout);

@@ -3,6 +3,7 @@
 #include "server/store/redis_state_store.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include "absl/time/clock.h"
 #include "tests/server/redis_process.h"
@@ -27,8 +28,34 @@ class RedisStoreTest : public ::testing::Test {
     return store.ok() ? *std::move(store) : nullptr;
   }
 
+  // The reply of one command from a connection of the test's own, beside
+  // the store's: an integer, or -3 when the command failed.
+  long long IntegerCommand(const std::vector<std::string>& argv) {
+    redisContext* context = redisConnect("127.0.0.1", redis_->port());
+    if (context == nullptr || context->err != 0) {
+      if (context != nullptr) redisFree(context);
+      return -3;
+    }
+    std::vector<const char*> args;
+    std::vector<size_t> lengths;
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    auto* reply = static_cast<redisReply*>(
+        redisCommandArgv(context, static_cast<int>(args.size()), args.data(), lengths.data()));
+    const long long value =
+        reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -3;
+    if (reply != nullptr) freeReplyObject(reply);
+    redisFree(context);
+    return value;
+  }
+
   std::unique_ptr<RedisProcess> redis_;
 };
+
+// A digest as the server makes them (64 hex digits), one per letter.
+std::string Digest(char c) { return std::string(64, c); }
 
 TEST(RedisUrlTest, ParsesAndNamesWhatIsWrong) {
   auto full = ParseRedisUrl("redis://cache.local:6380/2?prefix=prod");
@@ -219,6 +246,124 @@ TEST_F(RedisStoreTest, OutOfMemoryIsResourceExhausted) {
   }
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_NE(status.message().find("out of memory"), std::string::npos);
+}
+
+TEST_F(RedisStoreTest, NamedStatesPutFindGetListAndDelete) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const NamedStateKey prompt{"tenant-a", "system.prompt-v1"};
+  const NamedStateKey other{"tenant-a", "another_one"};
+  const std::string binary("named\0state\xff", 12);
+  EXPECT_EQ(store->FindNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store->PutNamedState(prompt, Digest('a'), binary).ok());
+  ASSERT_TRUE(store->PutNamedState(other, Digest('b'), "other").ok());
+  EXPECT_EQ(store->NamedKeyOf(prompt).rfind("test:named-state:", 0), 0u);
+  EXPECT_EQ(store->NamedIndexKeyOf("tenant-a").rfind("test:named:", 0), 0u);
+
+  auto found = store->FindNamedState(prompt);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->name, prompt.name);
+  EXPECT_EQ(found->digest, Digest('a'));
+  EXPECT_EQ(found->bytes, 12);
+  EXPECT_EQ(*store->GetNamedState(prompt), binary);
+
+  auto listed = store->ListNamedStates("tenant-a");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].name, "another_one") << "by name";
+  EXPECT_EQ((*listed)[0].digest, Digest('b'));
+  EXPECT_EQ((*listed)[0].bytes, 5);
+  EXPECT_EQ((*listed)[1].name, prompt.name);
+  EXPECT_TRUE(store->ListNamedStates("nobody")->empty());
+
+  ASSERT_TRUE(store->DeleteNamedState(prompt).ok());
+  EXPECT_EQ(store->FindNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetNamedState(prompt).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->DeleteNamedState(prompt).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(IntegerCommand({"EXISTS", store->NamedKeyOf(prompt)}), 0);
+  ASSERT_EQ(store->ListNamedStates("tenant-a")->size(), 1u);
+  // A name deleted may be made again; the tenant's last one takes the index along.
+  ASSERT_TRUE(store->PutNamedState(prompt, Digest('c'), "again").ok());
+  EXPECT_EQ(*store->GetNamedState(prompt), "again");
+  ASSERT_TRUE(store->DeleteNamedState(prompt).ok());
+  ASSERT_TRUE(store->DeleteNamedState(other).ok());
+  EXPECT_EQ(IntegerCommand({"EXISTS", store->NamedIndexKeyOf("tenant-a")}), 0);
+}
+
+TEST_F(RedisStoreTest, ANamedStateIsNeverReplaced) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const NamedStateKey key{"t", "base"};
+  ASSERT_TRUE(store->PutNamedState(key, Digest('a'), "first").ok());
+  for (char digest : {'a', 'b'}) {
+    const absl::Status again = store->PutNamedState(key, Digest(digest), "second");
+    EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+    EXPECT_NE(again.message().find("\"base\""), std::string::npos) << again;
+  }
+  EXPECT_EQ(*store->GetNamedState(key), "first");
+  EXPECT_EQ(store->FindNamedState(key)->digest, Digest('a'));
+  EXPECT_EQ(store->FindNamedState(key)->bytes, 5);
+  const absl::Status bad = store->PutNamedState({"t", "other"}, "not hex", "x");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_EQ(store->ListNamedStates("t")->size(), 1u);
+}
+
+TEST_F(RedisStoreTest, NamedStatesOfOneTenantAreNotAnothers) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const NamedStateKey alice{"alice", "shared-name"};
+  const NamedStateKey bob{"bob", "shared-name"};
+  ASSERT_TRUE(store->PutNamedState(alice, Digest('a'), "alice's").ok());
+  EXPECT_EQ(store->FindNamedState(bob).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetNamedState(bob).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->DeleteNamedState(bob).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store->ListNamedStates("bob")->empty());
+  ASSERT_TRUE(store->PutNamedState(bob, Digest('b'), "bob's").ok());
+  EXPECT_EQ(*store->GetNamedState(alice), "alice's");
+  EXPECT_EQ(*store->GetNamedState(bob), "bob's");
+  EXPECT_NE(store->NamedKeyOf(alice), store->NamedKeyOf(bob));
+}
+
+TEST_F(RedisStoreTest, NamedStatesAreNotSessionsAndNeverExpire) {
+  // Sessions expire; named states, in the same store, do not.
+  auto store = Open(absl::Seconds(60));
+  ASSERT_NE(store, nullptr);
+  const StoredSessionKey session{"t", "0123456789abcdef0123456789abcdef"};
+  const NamedStateKey named{"t", "0123456789abcdef0123456789abcdef"};
+  ASSERT_TRUE(store->Put(session, "session").ok());
+  ASSERT_TRUE(store->PutNamedState(named, Digest('a'), "named state").ok());
+  EXPECT_GT(IntegerCommand({"TTL", store->KeyOf(session)}), 0);
+  EXPECT_EQ(IntegerCommand({"TTL", store->NamedKeyOf(named)}), -1);
+  EXPECT_EQ(IntegerCommand({"TTL", store->NamedIndexKeyOf("t")}), -1);
+  auto all = store->LoadAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0], "session");
+  // Deleting the session leaves the named state of the same name.
+  ASSERT_TRUE(store->Delete(session).ok());
+  EXPECT_EQ(*store->GetNamedState(named), "named state");
+}
+
+TEST_F(RedisStoreTest, NamedStatePutOutOfMemoryIsResourceExhaustedAndWritesNothing) {
+  redis_.reset();
+  auto small = RedisProcess::Start({"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"});
+  ASSERT_TRUE(small.ok());
+  redis_ = *std::move(small);
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::string big(256 << 10, 'x');
+  absl::Status status;
+  int i = 0;
+  for (; i < 64 && status.ok(); ++i) {
+    status = store->PutNamedState({"t", "n" + std::to_string(i)}, Digest('a'), big);
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("out of memory"), std::string::npos);
+  const NamedStateKey refused{"t", "n" + std::to_string(i - 1)};
+  EXPECT_EQ(store->FindNamedState(refused).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetNamedState(refused).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->ListNamedStates("t")->size(), static_cast<size_t>(i - 1));
 }
 
 }  // namespace
