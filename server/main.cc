@@ -174,6 +174,19 @@ ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint")
 ABSL_FLAG(int32_t, max_logit_bias, 1024, "Entries of a request's logit_bias");
 ABSL_FLAG(int64_t, max_grammar_symbols, 100000,
           "Symbols of a request's compiled grammar, repetitions expanded");
+ABSL_FLAG(std::string, states_dir, "",
+          "Directory of the server's own named states, read at start: linserve state files, "
+          "RWKV-PEFT state-tuning .pth or ai00 .state files, each named by its file name "
+          "without the extension; every tenant may start from them, none may change them");
+ABSL_FLAG(int32_t, max_named_states_per_tenant, 100, "Named states one tenant may hold");
+ABSL_FLAG(int64_t, max_named_state_bytes_per_tenant, int64_t{1} << 30,
+          "Bytes of the state files of one tenant's named states");
+ABSL_FLAG(int64_t, max_state_upload_bytes, 16 << 20,
+          "Bytes of one named-state upload (gRPC UploadNamedState, HTTP PUT /v1/states/NAME), "
+          "counted before it is kept");
+ABSL_FLAG(int64_t, named_state_cache_bytes, int64_t{256} << 20,
+          "Bytes of tenants' named states kept restored in memory (the server's own always "
+          "are); the least recently used go first");
 ABSL_FLAG(int32_t, warmup_steps, 16,
           "Decode steps run at start, before health says SERVING; 0 skips the warm-up");
 ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
@@ -231,6 +244,11 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_context_tokens = absl::GetFlag(FLAGS_max_context_tokens);
   s.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   s.prefix_cache_sightings = absl::GetFlag(FLAGS_prefix_cache_sightings);
+  s.states_dir = absl::GetFlag(FLAGS_states_dir);
+  s.max_named_states_per_tenant = absl::GetFlag(FLAGS_max_named_states_per_tenant);
+  s.max_named_state_bytes_per_tenant = absl::GetFlag(FLAGS_max_named_state_bytes_per_tenant);
+  s.max_state_upload_bytes = absl::GetFlag(FLAGS_max_state_upload_bytes);
+  s.named_state_cache_bytes = absl::GetFlag(FLAGS_named_state_cache_bytes);
   RequestLimits& l = o.limits;
   l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
@@ -263,6 +281,9 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_grammar_symbols", l.max_grammar_symbols},
            {"max_logit_bias", l.max_logit_bias},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
+           {"max_named_states_per_tenant", s.max_named_states_per_tenant},
+           {"max_named_state_bytes_per_tenant", s.max_named_state_bytes_per_tenant},
+           {"max_state_upload_bytes", s.max_state_upload_bytes},
            {"max_open_streams", o.max_open_streams},
            {"max_open_streams_per_tenant", o.max_open_streams_per_tenant},
            {"max_store_bytes", absl::GetFlag(FLAGS_max_store_bytes)},
@@ -272,12 +293,12 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   if (s.max_queued_requests < 0 || l.sampling.max_stop_sequences < 0 || l.max_top_logprobs < 0 ||
       absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0 ||
       s.max_context_tokens < 0 || s.prefix_cache_bytes < 0 || s.prefix_cache_sightings < 0 ||
-      l.max_cache_salt_bytes < 0) {
+      l.max_cache_salt_bytes < 0 || s.named_state_cache_bytes < 0) {
     return absl::InvalidArgumentError(
         "--max_queued_requests, --max_stop_sequences, --max_top_logprobs, "
         "--session_ttl_seconds, --max_sessions_per_tenant, --max_context_tokens, "
-        "--prefix_cache_bytes, --prefix_cache_sightings and --max_cache_salt_bytes must not be "
-        "negative");
+        "--prefix_cache_bytes, --prefix_cache_sightings, --max_cache_salt_bytes and "
+        "--named_state_cache_bytes must not be negative");
   }
   if (l.default_max_new_tokens > l.sampling.max_new_tokens_cap) {
     return absl::InvalidArgumentError("--default_max_new_tokens exceeds --max_new_tokens_cap");
@@ -316,6 +337,7 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
   h.io_threads = absl::GetFlag(FLAGS_http_io_threads);
   h.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   h.max_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
+  h.max_state_upload_bytes = absl::GetFlag(FLAGS_max_state_upload_bytes);
   HttpLimits& l = h.limits;
   l.keepalive_requests = absl::GetFlag(FLAGS_http_keepalive_requests);
   l.max_header_bytes = absl::GetFlag(FLAGS_max_http_header_bytes);
@@ -337,6 +359,7 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
            {"http_body_timeout_seconds", body},
            {"http_write_timeout_seconds", write},
            {"max_http_body_bytes", h.max_body_bytes},
+           {"max_state_upload_bytes", h.max_state_upload_bytes},
            {"max_http_header_bytes", l.max_header_bytes},
            {"max_http_header_count", l.max_header_count}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;

@@ -94,6 +94,12 @@ int64_t DefaultQuantizationGroup(WeightQuantization kind) {
   return kind == WeightQuantization::kInt4 ? 32 : 64;
 }
 
+absl::StatusOr<State> LanguageModel::StateFromTuningFile(std::string_view /*bytes*/) const {
+  return absl::UnimplementedError(absl::StrCat(
+      "state-tuning files are RWKV-7's; this server's model is ", architecture(),
+      " (upload a linserve state file instead)"));
+}
+
 std::string LanguageModel::WeightFormatName() const {
   if (weight_quantization() != WeightQuantization::kNone) {
     return WeightQuantizationName(weight_quantization());

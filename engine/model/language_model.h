@@ -118,6 +118,12 @@ class LanguageModel {
   // One decode step for every session of `batch`; logits (B, V), float32 on CPU.
   absl::StatusOr<torch::Tensor> Step(State& batch, absl::Span<const int64_t> tokens);
 
+  // A one-session state read from a state-tuning file (an initial state
+  // trained instead of the weights), for architectures that have them:
+  // RWKV-7 reads RWKV-PEFT's .pth and ai00's safetensors (see
+  // engine/rwkv7/rwkv7_tuned_state.h). UNIMPLEMENTED elsewhere.
+  virtual absl::StatusOr<State> StateFromTuningFile(std::string_view bytes) const;
+
   std::vector<State> SplitState(const State& batch) const;
   std::string SerializeState(const State& state) const;
   absl::StatusOr<State> DeserializeState(std::string_view bytes) const;

@@ -14,6 +14,7 @@
 #include "engine/cpu/cpu_bf16_product.h"
 #include "engine/formats/pth_reader.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
+#include "engine/rwkv7/rwkv7_tuned_state.h"
 #include "engine/base/status_macros.h"
 
 namespace linserve {
@@ -184,6 +185,11 @@ torch::ScalarType Rwkv7Model::DefaultDtype(const torch::Device& device) {
   // elsewhere it is widened to float32 on every product.
   static const bool fast_bfloat16 = HasCpuBf16Product();
   return fast_bfloat16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+absl::StatusOr<State> Rwkv7Model::StateFromTuningFile(std::string_view bytes) const {
+  LINSERVE_ASSIGN_OR_RETURN(TunedState tuned, ParseRwkv7TunedState(bytes, config_));
+  return TunedStateToState(tuned, *this);
 }
 
 Rwkv7Model::Rwkv7Model(const Rwkv7Config& config, Rwkv7 module, Tokenizer tokenizer,

@@ -77,6 +77,7 @@ class Rwkv7Model : public LanguageModel {
   std::string Fingerprint() const override { return fingerprint_; }
   const StateLayout& state_layout() const override { return state_layout_; }
   State NewState(int64_t batch = 1) const override { return module_->NewState(batch); }
+  absl::StatusOr<State> StateFromTuningFile(std::string_view bytes) const override;
 
   const Rwkv7Config& config() const { return config_; }
   Rwkv7& module() { return module_; }

@@ -151,6 +151,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Help("Bytes of the prefix states the cache holds")
                        .Register(r)
                        .Add({});
+  auto& named = BuildGauge()
+                    .Name("linserve_named_states")
+                    .Help("Named states: the server's own (scope=global) and the tenants' held "
+                          "in this server's memory (scope=tenant)")
+                    .Register(r);
+  named_global_ = &named.Add({{"scope", "global"}});
+  named_tenant_ = &named.Add({{"scope", "tenant"}});
+  named_uses_ = &BuildCounter()
+                     .Name("linserve_named_state_uses_total")
+                     .Help("Turns and sessions started from a named state, by the server's own "
+                           "states' names (tenants' states count under scope=tenant, unnamed)")
+                     .Register(r);
   auto& sessions = BuildGauge()
                        .Name("linserve_sessions")
                        .Help("Sessions by where their state is: device, host or store")
@@ -163,6 +175,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
 void Metrics::CountRequest(const std::string& method, const std::string& code,
                            const std::string& protocol) {
   requests_->Add({{"method", method}, {"code", code}, {"protocol", protocol}}).Increment();
+}
+
+void Metrics::CountNamedStateUse(const std::string& global_name) {
+  if (global_name.empty()) {
+    named_uses_->Add({{"scope", "tenant"}, {"name", ""}}).Increment();
+  } else {
+    named_uses_->Add({{"scope", "global"}, {"name", global_name}}).Increment();
+  }
 }
 
 void Metrics::CountRejection(const std::string& reason) {

@@ -87,6 +87,13 @@ class Metrics {
   prometheus::Counter& prefix_cache_hit_tokens_total() { return *prefix_hit_tokens_; }
   prometheus::Counter& prefix_cache_evictions_total() { return *prefix_evictions_; }
   prometheus::Gauge& prefix_cache_bytes() { return *prefix_bytes_; }
+  // Named states (server/scheduling/named_states.h): the server's own, and
+  // the tenants' this server holds restored in memory.
+  prometheus::Gauge& global_named_states() { return *named_global_; }
+  prometheus::Gauge& tenant_named_states() { return *named_tenant_; }
+  // A turn or session started from a named state: a global one's name is
+  // its label; tenants' names never reach /metrics (name="", scope="tenant").
+  void CountNamedStateUse(const std::string& global_name);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -119,6 +126,9 @@ class Metrics {
   prometheus::Counter* prefix_hit_tokens_;
   prometheus::Counter* prefix_evictions_;
   prometheus::Gauge* prefix_bytes_;
+  prometheus::Gauge* named_global_;
+  prometheus::Gauge* named_tenant_;
+  prometheus::Family<prometheus::Counter>* named_uses_;
 };
 
 }  // namespace linserve

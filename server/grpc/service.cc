@@ -7,14 +7,11 @@
 #include "absl/status/status.h"
 #include "server/common/auth.h"
 #include "server/grpc/generate_stream.h"
+#include "server/grpc/unary_answer.h"
 #include "server/common/log.h"
 
 namespace linserve {
 namespace {
-
-absl::Status NotReady() {
-  return absl::UnavailableError("the model is still loading; retry shortly");
-}
 
 void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_id(info.id);
@@ -24,18 +21,6 @@ void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_last_used_unix_ms(info.last_used_unix_ms);
   out->set_busy(info.busy);
   out->set_cached_tokens(info.cached_tokens);
-}
-
-// Answers a unary call from whichever thread the scheduler calls back on.
-template <typename T>
-Scheduler::Done<T> Answer(LinserveService* service, grpc::ServerUnaryReactor* reactor,
-                          const char* method, std::function<void(const T&)> fill) {
-  return [service, reactor, method, fill = std::move(fill)](absl::StatusOr<T> result) {
-    if (result.ok()) fill(*result);
-    const grpc::Status status = ToGrpcStatus(result.status());
-    service->Count(method, status);
-    reactor->Finish(status);
-  };
 }
 
 // The canonical name ("OK", "RESOURCE_EXHAUSTED", ...): absl and gRPC share
@@ -138,10 +123,13 @@ grpc::ServerUnaryReactor* LinserveService::CreateSession(grpc::CallbackServerCon
   if (scheduler == nullptr) return Reply(context, "CreateSession", NotReady());
   absl::Status valid = ValidateSessionPrompt("prompt", request->prompt(), options_.limits);
   if (valid.ok()) valid = ValidateCacheSalt("cache_salt", request->cache_salt(), options_.limits);
+  if (valid.ok() && !request->initial_state().empty()) {
+    valid = ValidateStateName("initial_state", request->initial_state());
+  }
   if (!valid.ok()) return Reply(context, "CreateSession", valid);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   scheduler->CreateSession(
-      TenantOf(*context), request->prompt(), request->cache_salt(),
+      TenantOf(*context), request->prompt(), request->cache_salt(), request->initial_state(),
       Answer<SessionInfo>(this, reactor, "CreateSession",
                           [response](const SessionInfo& info) { FillSession(info, response); }));
   return reactor;
@@ -247,6 +235,13 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_max_grammar_bytes(options_.limits.max_grammar_bytes);
   limits->set_max_choices(options_.limits.max_choices);
   limits->set_max_logit_bias(options_.limits.max_logit_bias);
+  limits->set_max_state_upload_bytes(options_.scheduler.max_state_upload_bytes);
+  limits->set_max_named_states_per_tenant(options_.scheduler.max_named_states_per_tenant);
+  limits->set_max_named_state_bytes_per_tenant(
+      options_.scheduler.max_named_state_bytes_per_tenant);
+  for (const NamedStateInfo& state : facts.global_named_states) {
+    FillNamedState(state, response->add_named_states());
+  }
   for (const char* kind : {"grammar", "choice", "json_schema"}) response->add_constraints(kind);
   return Reply(context, "GetModelInfo", absl::OkStatus());
 }

@@ -56,6 +56,21 @@ class LinserveService final : public v1::Linserve::CallbackService {
       grpc::CallbackServerContext* context, const v1::ExportSessionRequest* request) override;
   grpc::ServerReadReactor<v1::StateChunk>* ImportSession(grpc::CallbackServerContext* context,
                                                          v1::Session* response) override;
+  // Named states (named_state_rpcs.cc).
+  grpc::ServerUnaryReactor* CreateNamedState(grpc::CallbackServerContext* context,
+                                             const v1::CreateNamedStateRequest* request,
+                                             v1::NamedState* response) override;
+  grpc::ServerReadReactor<v1::NamedStateChunk>* UploadNamedState(
+      grpc::CallbackServerContext* context, v1::NamedState* response) override;
+  grpc::ServerUnaryReactor* GetNamedState(grpc::CallbackServerContext* context,
+                                          const v1::GetNamedStateRequest* request,
+                                          v1::NamedState* response) override;
+  grpc::ServerUnaryReactor* ListNamedStates(grpc::CallbackServerContext* context,
+                                            const v1::ListNamedStatesRequest* request,
+                                            v1::ListNamedStatesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteNamedState(grpc::CallbackServerContext* context,
+                                             const v1::DeleteNamedStateRequest* request,
+                                             v1::DeleteNamedStateResponse* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
@@ -84,6 +99,8 @@ class LinserveService final : public v1::Linserve::CallbackService {
 // ran, its summary.
 void LogGenerate(const std::string& protocol, const std::string& code, const std::string& error,
                  const TurnSummary* summary);
+
+void FillNamedState(const NamedStateInfo& info, v1::NamedState* out);
 
 // The caller's tenant: the "linserve-tenant" property an authentication
 // processor put on the call, or "" when auth is off.

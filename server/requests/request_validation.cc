@@ -73,6 +73,25 @@ absl::Status ValidateSessionId(absl::string_view field, absl::string_view id) {
                               id.size(), " bytes"));
 }
 
+absl::Status ValidateStateName(absl::string_view field, absl::string_view name) {
+  constexpr size_t kMaxStateNameBytes = 64;
+  if (name.empty() || name.size() > kMaxStateNameBytes) {
+    return Invalid(absl::StrCat(field, " is ", name.size(), " characters; a state's name has 1 to ",
+                                kMaxStateNameBytes));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return Invalid(absl::StrCat(field, " has a character other than [A-Za-z0-9._-] at offset ",
+                                  i));
+    }
+  }
+  if (name == "." || name == "..") return Invalid(absl::StrCat(field, " may not be . or .."));
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSessionPrompt(absl::string_view field, absl::string_view prompt,
                                    const RequestLimits& limits) {
   if (prompt.size() > static_cast<size_t>(limits.max_prompt_bytes)) {
@@ -184,6 +203,14 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
     LINSERVE_RETURN_IF_ERROR(ValidateSessionId("session_id", call.session_id));
   } else if (request.prompt().empty() && request.prompt_tokens().empty()) {
     return Invalid("prompt is empty; a request without session_id needs at least 1 byte");
+  }
+  call.initial_state = request.initial_state();
+  if (!call.initial_state.empty()) {
+    if (!call.session_id.empty()) {
+      return Invalid("initial_state and session_id are both set: a session already has its "
+                     "state; send one");
+    }
+    LINSERVE_RETURN_IF_ERROR(ValidateStateName("initial_state", call.initial_state));
   }
   LINSERVE_RETURN_IF_ERROR(ValidateSessionPrompt("prompt", request.prompt(), limits));
   call.prompt = request.prompt();

@@ -36,6 +36,7 @@ struct GenerateCall {
   std::string prompt;
   std::vector<int64_t> prompt_tokens;  // set instead of `prompt`: fed as given, no BOS
   std::string session_id;  // empty: stateless
+  std::string initial_state;  // a named state to start from (not with session_id)
   SamplingParams sampling;
   bool seed_given = false;  // false: the server picks the seed
   bool logprobs = false;
@@ -54,6 +55,9 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
 
 // A choice as GBNF: root ::= "first" | "second" | ..., each string escaped.
 std::string ChoiceGrammar(const std::vector<std::string>& choices);
+
+// Named states' names: [A-Za-z0-9._-], 1 to 64 characters, not "." or "..".
+absl::Status ValidateStateName(absl::string_view field, absl::string_view name);
 
 // Session ids are 32 lowercase hex digits (128 random bits).
 absl::Status ValidateSessionId(absl::string_view field, absl::string_view id);

@@ -16,10 +16,12 @@ std::string_view BytesOf(absl::Span<const int64_t> tokens) {
 }  // namespace
 
 std::vector<std::string> PrefixBlockKeys(std::string_view tenant, std::string_view salt,
+                                         std::string_view origin,
                                          absl::Span<const int64_t> tokens, int64_t chunk) {
-  // Lengths first, so that no (tenant, salt) pair reads as another.
-  const std::string lengths = absl::StrCat(tenant.size(), ":", salt.size(), ":");
-  std::string key = Sha256Digest({"linserve prefix v1:", lengths, tenant, salt});
+  // Lengths first, so that no (tenant, salt, origin) reads as another.
+  const std::string lengths =
+      absl::StrCat(tenant.size(), ":", salt.size(), ":", origin.size(), ":");
+  std::string key = Sha256Digest({"linserve prefix v2:", lengths, tenant, salt, origin});
   std::vector<std::string> keys;
   const size_t blocks = tokens.size() / static_cast<size_t>(chunk);
   keys.reserve(blocks);

@@ -37,8 +37,12 @@
 namespace linserve {
 
 // The chain keys of every whole block of `tokens` (tokens.size() / chunk of
-// them), 32 bytes each, in the scope of `tenant` and `salt`.
+// them), 32 bytes each, in the scope of `tenant` and `salt`, fed after the
+// state whose content digest is `origin` ("": a fresh state). A named
+// state's digest, not its name, scopes its turns: a name deleted and made
+// again with other contents never meets the old one's prefixes.
 std::vector<std::string> PrefixBlockKeys(std::string_view tenant, std::string_view salt,
+                                         std::string_view origin,
                                          absl::Span<const int64_t> tokens, int64_t chunk);
 
 struct PrefixCacheOptions {
@@ -56,8 +60,8 @@ class PrefixCache {
 
   // PrefixBlockKeys with this cache's chunk.
   std::vector<std::string> Keys(std::string_view tenant, std::string_view salt,
-                                absl::Span<const int64_t> tokens) const {
-    return PrefixBlockKeys(tenant, salt, tokens, options_.chunk);
+                                std::string_view origin, absl::Span<const int64_t> tokens) const {
+    return PrefixBlockKeys(tenant, salt, origin, tokens, options_.chunk);
   }
 
   struct Hit {

@@ -22,6 +22,7 @@
 #include "engine/base/status_macros.h"
 #include "server/common/log.h"
 #include "server/scheduling/prefill_pieces.h"
+#include "server/scheduling/named_states.h"
 #include "server/scheduling/prefix_cache.h"
 #include "server/scheduling/session_commands.h"
 #include "server/scheduling/session_manager.h"
@@ -80,10 +81,11 @@ class Scheduler::Impl {
   int InFlight() const;
 
   SessionCommands& commands() { return commands_; }
+  NamedStates& named() { return named_; }
   const LanguageModel& model() const { return *model_; }
 
-  // Facts fixed at start.
-  const ModelFacts facts_;
+  // Facts fixed at start (Prepare adds the global named states).
+  ModelFacts facts_;
 
  private:
   // The engine loop and its steps.
@@ -97,6 +99,10 @@ class Scheduler::Impl {
   bool Prefill();
   // One decode step for every turn past its prefill whose reader keeps up.
   bool Decode();
+  // Begins an admitted turn that does not continue a session.
+  void BeginAdmitted(Turn& turn);
+  // Its named state found (or not), an admitted turn begins from it.
+  void OriginFound(uint64_t serial, absl::StatusOr<std::shared_ptr<const NamedState>> origin);
   // Its session ready (or not), an admitted session turn begins.
   void SessionPrepared(uint64_t serial, absl::StatusOr<Session*> session, TurnLease lease);
   // Queues the renewal of every lease that is due; the outcome comes back as a task.
@@ -133,6 +139,7 @@ class Scheduler::Impl {
   PrefixCache prefix_cache_;
   SessionManager sessions_;
   SessionCommands commands_;
+  NamedStates named_;
   TurnRunner runner_;
   std::vector<std::unique_ptr<Turn>> active_;  // admission order
   uint64_t next_serial_ = 1;
@@ -152,6 +159,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       sessions_(*model_, facts_.fingerprint, store, metrics, options,
                 [this](std::function<void()> task) { Post(std::move(task)); }),
       commands_(*model_, sessions_),
+      named_(*model_, facts_.fingerprint, sessions_, metrics, options),
       runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
               [this] { TurnEnded(); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
@@ -185,6 +193,8 @@ Scheduler::Impl::~Impl() {
 
 absl::Status Scheduler::Impl::Prepare() {
   LINSERVE_RETURN_IF_ERROR(runner_.WarmUp(options_.warmup_steps));
+  LINSERVE_RETURN_IF_ERROR(named_.LoadGlobal(options_.states_dir));
+  facts_.global_named_states = named_.GlobalInfos();
   return sessions_.LoadStore();
 }
 
@@ -278,6 +288,9 @@ void Scheduler::Impl::Run() {
   for (auto& turn : queued) {
     if (turn->sink) turn->sink->Finish(absl::UnavailableError("the server stopped"));
     if (turn->on_created) turn->on_created(absl::UnavailableError("the server stopped"));
+    if (turn->on_state_made) {
+      turn->on_state_made(absl::UnavailableError("the server stopped"), NamedStateInfo{});
+    }
   }
   for (auto& task : tasks) task();
 }
@@ -367,14 +380,16 @@ void Scheduler::Impl::Admit() {
                         });
       continue;
     }
-    absl::Status began = runner_.Begin(admitted);
-    if (!began.ok()) {
-      runner_.FinishWithError(admitted, std::move(began));
-    } else if (admitted.creates_session() && !admitted.prefilling()) {
-      // A one-token prompt (and no BOS): its token is held back for the
-      // first turn, so there is nothing to prefill.
-      runner_.FinishTurn(admitted, /*cancelled=*/false);
+    if (!admitted.call.initial_state.empty()) {
+      // The named state may have to come from the store first.
+      named_.Find(admitted.tenant, admitted.call.initial_state, "initial_state",
+                  [this, serial = admitted.serial](
+                      absl::StatusOr<std::shared_ptr<const NamedState>> origin) {
+                    OriginFound(serial, std::move(origin));
+                  });
+      continue;
     }
+    BeginAdmitted(admitted);
   }
   UpdateActiveGauge();
 }
@@ -435,6 +450,28 @@ bool Scheduler::Impl::Decode() {
   if (members.empty()) return false;
   runner_.DecodeStep(members);
   return true;
+}
+
+void Scheduler::Impl::BeginAdmitted(Turn& turn) {
+  absl::Status began = runner_.Begin(turn);
+  if (!began.ok()) {
+    runner_.FinishWithError(turn, std::move(began));
+  } else if (turn.only_prefills() && !turn.prefilling()) {
+    // A one-token prompt (and no BOS): its token is held back for the
+    // first turn, so there is nothing to prefill.
+    runner_.FinishTurn(turn, /*cancelled=*/false);
+  }
+}
+
+void Scheduler::Impl::OriginFound(uint64_t serial,
+                                  absl::StatusOr<std::shared_ptr<const NamedState>> origin) {
+  Turn* turn = ActiveTurn(serial);
+  if (turn == nullptr) return;  // cut while the store answered
+  if (!origin.ok()) return runner_.FinishWithError(*turn, origin.status());
+  turn->origin = *std::move(origin);
+  named_.CountUse(*turn->origin);
+  BeginAdmitted(*turn);
+  if (turn->cancelled() && !turn->done) runner_.FinishTurn(*turn, /*cancelled=*/true);
 }
 
 void Scheduler::Impl::SessionPrepared(uint64_t serial, absl::StatusOr<Session*> session,
@@ -534,10 +571,24 @@ absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
 }
 
 void Scheduler::CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
-                              Done<SessionInfo> done) {
-  if (prompt.empty()) {
+                              std::string initial_state, Done<SessionInfo> done) {
+  if (prompt.empty() && initial_state.empty()) {
     impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
       impl->commands().CreateEmpty(tenant, done);
+    });
+    return;
+  }
+  if (prompt.empty()) {
+    impl_->Post([impl = impl_.get(), tenant = std::move(tenant),
+                 initial_state = std::move(initial_state), done = std::move(done)] {
+      impl->named().Find(
+          tenant, initial_state, "initial_state",
+          [impl, tenant, done](absl::StatusOr<std::shared_ptr<const NamedState>> origin) {
+            if (!origin.ok()) return done(origin.status());
+            impl->named().CountUse(**origin);
+            impl->commands().CreateFrom(tenant, CloneState((*origin)->state),
+                                        (*origin)->pending_token, done);
+          });
     });
     return;
   }
@@ -545,9 +596,66 @@ void Scheduler::CreateSession(std::string tenant, std::string prompt, std::strin
   turn->tenant = std::move(tenant);
   turn->call.prompt = std::move(prompt);
   turn->call.cache_salt = std::move(cache_salt);
+  turn->call.initial_state = std::move(initial_state);
   turn->on_created = done;
   absl::Status queued = impl_->Submit(std::move(turn));
   if (!queued.ok()) done(queued);
+}
+
+void Scheduler::CreateNamedState(std::string tenant, std::string name, std::string prompt,
+                                 std::string cache_salt, Done<NamedStateInfo> done) {
+  if (absl::Status valid = ValidateStateName("name", name); !valid.ok()) return done(valid);
+  if (prompt.empty()) {
+    return done(absl::InvalidArgumentError(
+        "prompt is empty; a named state is made from at least 1 byte (or upload one)"));
+  }
+  auto turn = std::make_shared<std::unique_ptr<Turn>>(std::make_unique<Turn>());
+  (*turn)->tenant = tenant;
+  (*turn)->call.prompt = std::move(prompt);
+  (*turn)->call.cache_salt = std::move(cache_salt);
+  Impl* impl = impl_.get();
+  (*turn)->on_state_made = [impl, tenant, name, done](absl::StatusOr<State> state,
+                                                      NamedStateInfo cost) {
+    if (!state.ok()) return done(state.status());
+    impl->named().Add(tenant, name, *std::move(state), /*pending_token=*/-1, std::move(cost),
+                      std::nullopt, done);
+  };
+  // The name and the tenant's room are checked before the prefill, so that
+  // no prompt is prefilled for nothing (and again when it is stored).
+  impl_->Post([impl, tenant, name, turn, done] {
+    impl->named().CheckNew(tenant, name, [impl, turn, done](absl::Status free) {
+      if (!free.ok()) return done(free);
+      absl::Status queued = impl->Submit(std::move(*turn));
+      if (!queued.ok()) done(queued);
+    });
+  });
+}
+
+void Scheduler::UploadNamedState(std::string tenant, std::string name, std::string bytes,
+                                 Done<NamedStateInfo> done) {
+  if (absl::Status valid = ValidateStateName("name", name); !valid.ok()) return done(valid);
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), name = std::move(name),
+               bytes = std::move(bytes), done = std::move(done)] {
+    impl->named().Upload(tenant, name, bytes, done);
+  });
+}
+
+void Scheduler::GetNamedState(std::string tenant, std::string name, Done<NamedStateInfo> done) {
+  if (absl::Status valid = ValidateStateName("name", name); !valid.ok()) return done(valid);
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), name = std::move(name),
+               done = std::move(done)] { impl->named().Get(tenant, name, done); });
+}
+
+void Scheduler::ListNamedStates(std::string tenant, Done<std::vector<NamedStateInfo>> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), done = std::move(done)] {
+    impl->named().List(tenant, done);
+  });
+}
+
+void Scheduler::DeleteNamedState(std::string tenant, std::string name, Done<bool> done) {
+  if (absl::Status valid = ValidateStateName("name", name); !valid.ok()) return done(valid);
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), name = std::move(name),
+               done = std::move(done)] { impl->named().Delete(tenant, name, done); });
 }
 
 void Scheduler::GetSession(std::string tenant, std::string id, Done<SessionInfo> done) {

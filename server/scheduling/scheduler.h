@@ -47,6 +47,29 @@ struct SchedulerOptions {
   // Decode steps run before serving, so the first requests do not pay for
   // LibTorch's lazy initialisation (kernel selection, allocator growth).
   int32_t warmup_steps = 16;
+  // Named states (server/scheduling/named_states.h): the server's own, read
+  // at start from this directory ("": none), and the bounds on tenants'.
+  std::string states_dir;
+  int32_t max_named_states_per_tenant = 100;
+  int64_t max_named_state_bytes_per_tenant = int64_t{1} << 30;
+  int64_t max_state_upload_bytes = 16 << 20;  // one upload, as sent
+  // Tenants' named states kept restored in memory (the server's own always are).
+  int64_t named_state_cache_bytes = 256 << 20;
+};
+
+// A named state as the API reports it (proto NamedState).
+struct NamedStateInfo {
+  std::string name;
+  bool global = false;  // the server's own: every tenant's, read-only
+  std::string digest;   // 64 hex digits: SHA-256 of tensors, position, pending token
+  int64_t state_bytes = 0;
+  int64_t position = -1;  // -1: a listing that has not read the state
+  int64_t created_unix_ms = 0;
+  std::string source;  // "prompt", "state_file", "rwkv_peft", "ai00"; "": not read
+  // Made from a prompt: what it cost.
+  int64_t prompt_tokens = 0;
+  double prefill_ms = 0;
+  int64_t cached_tokens = 0;
 };
 
 // What GetModelInfo and the start log say about the served model; fixed at start.
@@ -65,6 +88,8 @@ struct ModelFacts {
   bool adds_bos = false;                // a fresh state starts with BOS
   int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill
   int64_t prefix_cache_bytes = 0;       // the cache's bound; 0: off
+  // The server's own named states (--states_dir), by name.
+  std::vector<NamedStateInfo> global_named_states;
   // Ids that carry no text, [begin, end) (Tokenizer::SpecialIdRanges).
   std::vector<std::pair<int64_t, int64_t>> special_token_ranges;
   // The model's tokenizer (immutable, thread-safe), for transports that count
@@ -115,9 +140,10 @@ class Scheduler {
                               std::shared_ptr<TurnSink> sink);
 
   // A prompt is prefilled as a turn (it counts against the queue);
-  // `cache_salt` keeps its prefix apart in the prefix-state cache.
+  // `cache_salt` keeps its prefix apart in the prefix-state cache. A
+  // non-empty `initial_state` names the named state it starts from.
   void CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
-                     Done<SessionInfo> done);
+                     std::string initial_state, Done<SessionInfo> done);
   void GetSession(std::string tenant, std::string id, Done<SessionInfo> done);
   void ListSessions(std::string tenant, int32_t page_size, std::string page_token,
                     Done<SessionPage> done);
@@ -127,6 +153,21 @@ class Scheduler {
   void ExportSession(std::string tenant, std::string id, Done<std::string> done);
   // `record` has passed DecodeStateFileOfModel; the session gets a new id.
   void ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done);
+
+  // Named states (server/scheduling/named_states.h). Names are checked here
+  // (INVALID_ARGUMENT naming the field); another tenant's is NOT_FOUND.
+  // A prompt is prefilled whole as a turn (it counts against the queue).
+  void CreateNamedState(std::string tenant, std::string name, std::string prompt,
+                        std::string cache_salt, Done<NamedStateInfo> done);
+  // `bytes`: a state file, an RWKV-PEFT .pth or an ai00 .state, whole
+  // (the transport bounds it by max_state_upload_bytes before buffering).
+  void UploadNamedState(std::string tenant, std::string name, std::string bytes,
+                        Done<NamedStateInfo> done);
+  void GetNamedState(std::string tenant, std::string name, Done<NamedStateInfo> done);
+  // The server's own, then the tenant's, each by name.
+  void ListNamedStates(std::string tenant, Done<std::vector<NamedStateInfo>> done);
+  // PERMISSION_DENIED for the server's own.
+  void DeleteNamedState(std::string tenant, std::string name, Done<bool> done);
 
   // From now on new turns are refused with UNAVAILABLE (the start of Drain).
   void RefuseNewWork();

@@ -40,6 +40,16 @@ void SessionCommands::CreateEmpty(const std::string& tenant, const Done<SessionI
   sessions_.CheckpointThenAnswer(**session, done, "the new session");
 }
 
+void SessionCommands::CreateFrom(const std::string& tenant, State state, int64_t pending_token,
+                                 const Done<SessionInfo>& done) {
+  const int64_t position = state.positions[0];
+  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, std::move(state));
+  if (!session.ok()) return done(session.status());
+  (*session)->position = position;
+  (*session)->pending_token = pending_token;
+  sessions_.CheckpointThenAnswer(**session, done, "the new session");
+}
+
 void SessionCommands::Get(const std::string& tenant, const std::string& id,
                           const Done<SessionInfo>& done) {
   sessions_.Prepare(tenant, id, SessionManager::Use::kRead,

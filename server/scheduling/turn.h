@@ -14,16 +14,22 @@
 #include "engine/generation/generation.h"
 #include "engine/model/state.h"
 #include "server/requests/request_validation.h"
+#include "server/scheduling/named_states.h"
 #include "server/scheduling/scheduler.h"
 #include "server/sessions/session_sharing.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
 
-// A Generate, or the prefill of a CreateSession prompt.
+// A Generate, or the prefill of a CreateSession or CreateNamedState prompt.
 struct Turn {
   std::shared_ptr<TurnSink> sink;           // null for a CreateSession prefill
   Scheduler::Done<SessionInfo> on_created;  // set for a CreateSession prefill only
+  // Set for a CreateNamedState prefill only: takes the state once the whole
+  // prompt is in (nothing held back), with what it cost.
+  std::function<void(absl::StatusOr<State> state, NamedStateInfo cost)> on_state_made;
+  // The named state a Generate or CreateSession starts from (call.initial_state).
+  std::shared_ptr<const NamedState> origin;
   std::string tenant;
   GenerateCall call;
   absl::Time arrived;
@@ -59,6 +65,9 @@ struct Turn {
   TurnLease lease;
 
   bool creates_session() const { return static_cast<bool>(on_created); }
+  bool makes_named_state() const { return static_cast<bool>(on_state_made); }
+  // Its prompt's logits are never sampled: it may resume past its whole prompt.
+  bool only_prefills() const { return creates_session() || makes_named_state(); }
   bool prefilling() const { return prefilled < prefill.size(); }
   bool cancelled() const { return sink != nullptr && sink->Cancelled(); }
 };

@@ -58,25 +58,53 @@ std::vector<int64_t> TurnRunner::PromptTokens(const GenerateCall& call, bool sta
 }
 
 absl::Status TurnRunner::Begin(Turn& turn) {
+  if (turn.makes_named_state()) {
+    // Every token of the prompt goes into the state: a turn from it feeds
+    // its own text next, as a continued session does.
+    turn.state = model_.NewState();
+    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
+    LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
+    UsePrefixCache(turn);
+    return absl::OkStatus();
+  }
+  // From a named state (a copy: it is never advanced) or a fresh one. After
+  // a named state the text goes on from where it stood, as a continued
+  // session's does: its pending token first, and BOS only at position 0.
+  const NamedState* origin = turn.origin.get();
+  const int64_t position = origin != nullptr ? origin->state.positions[0] : 0;
+  const bool starts_text =
+      origin == nullptr || (position == 0 && origin->pending_token < 0);
+  State start = origin != nullptr ? CloneState(origin->state) : model_.NewState();
+  if (origin != nullptr && origin->pending_token >= 0) {
+    turn.prefill.push_back(origin->pending_token);
+  }
   if (turn.creates_session()) {
     LINSERVE_ASSIGN_OR_RETURN(Session * session,
-                              sessions_.AddResident(turn.tenant, model_.NewState()));
+                              sessions_.AddResident(turn.tenant, std::move(start)));
     session->busy = true;
+    session->position = position;
+    session->pending_token = origin != nullptr ? origin->pending_token : -1;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
-    turn.held_back = turn.prefill.back();  // the prompt is not empty here
+    const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, starts_text);
+    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+    if (turn.prefill.empty()) {
+      return absl::InvalidArgumentError("prompt encodes to no tokens; send at least 1 byte");
+    }
+    turn.held_back = turn.prefill.back();
     turn.prefill.pop_back();
     UsePrefixCache(turn);
     // The held-back token counts: the first turn feeds it.
-    return FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size()) + 1);
+    return FitContext(turn, position, static_cast<int64_t>(turn.prefill.size()) + 1);
   }
   if (!turn.call.session_id.empty()) {
     return absl::InternalError("a session's turn begins with BeginSessionTurn");
   }
-  turn.state = model_.NewState();
-  turn.prefill = PromptTokens(turn.call, /*starts_text=*/true);
-  LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
+  turn.state = std::move(start);
+  const std::vector<int64_t> prompt = PromptTokens(turn.call, starts_text);
+  turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+  LINSERVE_RETURN_IF_ERROR(
+      FitContext(turn, position, static_cast<int64_t>(turn.prefill.size())));
   UsePrefixCache(turn);
   StartGeneration(turn, SamplerRngState{turn.call.sampling.seed, 0});
   return absl::OkStatus();
@@ -144,12 +172,15 @@ void TurnRunner::UsePrefixCache(Turn& turn) {
   if (!prefix_cache_.enabled()) return;
   const int64_t chunk = prefix_cache_.chunk();
   const auto tokens = static_cast<int64_t>(turn.prefill.size());
-  turn.prefix_keys = prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, turn.prefill);
+  const std::string origin = turn.origin != nullptr ? turn.origin->info.digest : "";
+  turn.prefix_keys =
+      prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, origin, turn.prefill);
   if (turn.prefix_keys.empty()) return;  // shorter than a block: nothing to find or keep
   // A Generate samples its first token from the logits after its prompt's
-  // last token, so it prefills at least that one; a CreateSession prefill
-  // needs no logits and may resume past its whole prompt.
-  const int64_t usable = turn.creates_session() ? tokens / chunk : (tokens - 1) / chunk;
+  // last token, so it prefills at least that one; a CreateSession or
+  // CreateNamedState prefill needs no logits and may resume past its whole
+  // prompt.
+  const int64_t usable = turn.only_prefills() ? tokens / chunk : (tokens - 1) / chunk;
   const PrefixCache::Hit hit = prefix_cache_.Lookup(turn.prefix_keys, usable);
   if (hit.state != nullptr) {
     turn.state = CloneState(*hit.state);
@@ -204,7 +235,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
                            turn.state, model_.StateBytes(turn.snapshot_at));
     }
     if (turn.prefilling()) continue;
-    if (turn.creates_session()) {
+    if (turn.only_prefills()) {
       FinishTurn(turn, /*cancelled=*/false);
     } else {
       sampling.push_back(&turn);
@@ -333,7 +364,8 @@ void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
   }
   turn_ended_();
   if (turn.sink) turn.sink->Finish(std::move(error));
-  if (turn.on_created) turn.on_created(std::move(error));
+  if (turn.on_created) turn.on_created(error);
+  if (turn.on_state_made) turn.on_state_made(std::move(error), NamedStateInfo{});
 }
 
 void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
@@ -358,6 +390,15 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
         Seconds(turn.last_token - turn.first_token) / (summary.generated_tokens - 1));
   }
 
+  if (turn.makes_named_state()) {
+    if (cancelled) return turn.on_state_made(absl::CancelledError("cancelled"), NamedStateInfo{});
+    NamedStateInfo cost;
+    cost.source = "prompt";
+    cost.prompt_tokens = summary.prompt_tokens;
+    cost.cached_tokens = summary.cached_tokens;
+    cost.prefill_ms = summary.prefill_ms;
+    return turn.on_state_made(std::move(turn.state), std::move(cost));
+  }
   Session* session = turn.session_id.empty() ? nullptr : sessions_.FindById(turn.session_id);
   if (session == nullptr) {
     if (turn.sink) turn.sink->Finish(summary);

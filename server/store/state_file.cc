@@ -64,16 +64,18 @@ absl::StatusOr<T> HeaderInteger(const json& header, const char* key) {
 }  // namespace
 
 std::string EncodeStateFile(const SessionRecord& r) {
-  const std::string header = json{{"model_fingerprint", r.model_fingerprint},
-                                  {"tenant", r.tenant},
-                                  {"session_id", r.session_id},
-                                  {"position", r.position},
-                                  {"pending_token", r.pending_token},
-                                  {"rng_seed", r.rng_seed},
-                                  {"rng_draws", r.rng_draws},
-                                  {"created_unix_ms", r.created_unix_ms},
-                                  {"last_used_unix_ms", r.last_used_unix_ms}}
-                                 .dump();
+  json fields = json{{"model_fingerprint", r.model_fingerprint},
+                    {"tenant", r.tenant},
+                    {"session_id", r.session_id},
+                    {"position", r.position},
+                    {"pending_token", r.pending_token},
+                    {"rng_seed", r.rng_seed},
+                    {"rng_draws", r.rng_draws},
+                    {"created_unix_ms", r.created_unix_ms},
+                    {"last_used_unix_ms", r.last_used_unix_ms}};
+  // Only named states have a source; sessions' headers stay as they were.
+  if (!r.source.empty()) fields["source"] = r.source;
+  const std::string header = fields.dump();
   std::string out(kMagic, sizeof(kMagic));
   out.reserve(kFixedBytes + header.size() + r.payload.size());
   AppendLittleEndian(out, kStateFormatVersion, 4);
@@ -136,6 +138,7 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
                               HeaderInteger<int64_t>(header, "created_unix_ms"));
     LINSERVE_ASSIGN_OR_RETURN(r.last_used_unix_ms,
                               HeaderInteger<int64_t>(header, "last_used_unix_ms"));
+    if (header.contains("source")) r.source = header.at("source").get<std::string>();
   } catch (const json::exception& e) {
     return Corrupt(absl::StrCat("header: ", e.what()));
   }

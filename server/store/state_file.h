@@ -10,7 +10,7 @@
 //   12      4     header length H (uint32 LE), at most kMaxStateHeaderBytes
 //   16      H     header: JSON object {model_fingerprint, tenant, session_id,
 //                 position, pending_token, rng_seed, rng_draws,
-//                 created_unix_ms, last_used_unix_ms}
+//                 created_unix_ms, last_used_unix_ms[, source]}
 //   16+H    8     payload length P (uint64 LE)
 //   24+H    P     payload: the engine's SerializeState bytes (a safetensors
 //                 tensor table and the tensors)
@@ -44,6 +44,9 @@ struct SessionRecord {
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;
   std::string payload;            // SerializeState bytes
+  // A named state's: where it came from ("prompt", "state_file",
+  // "rwkv_peft", "ai00"); empty (and not written) for a session.
+  std::string source;
 };
 
 std::string EncodeStateFile(const SessionRecord& record);

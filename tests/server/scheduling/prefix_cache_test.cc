@@ -86,19 +86,26 @@ TEST(PrefixKeysTest, AKeyNamesTheWholePrefixInItsScope) {
   const std::vector<int64_t> a = Tokens(40, 1);
   std::vector<int64_t> b = a;
   b[35] = 255 - b[35];  // same first two blocks of 16, a different third
-  const auto ka = PrefixBlockKeys("t", "", a, 16);
-  const auto kb = PrefixBlockKeys("t", "", b, 16);
+  const auto ka = PrefixBlockKeys("t", "", "", a, 16);
+  const auto kb = PrefixBlockKeys("t", "", "", b, 16);
   ASSERT_EQ(ka.size(), 2u);  // whole blocks only
   EXPECT_EQ(ka, kb) << "the partial third block is not keyed";
   std::vector<int64_t> c = a;
   c[3] = 255 - c[3];  // the first block differs
-  const auto kc = PrefixBlockKeys("t", "", c, 16);
+  const auto kc = PrefixBlockKeys("t", "", "", c, 16);
   EXPECT_NE(ka[0], kc[0]);
   EXPECT_NE(ka[1], kc[1]) << "block 2's key depends on block 1";
-  EXPECT_NE(ka[0], PrefixBlockKeys("u", "", a, 16)[0]) << "another tenant";
-  EXPECT_NE(ka[0], PrefixBlockKeys("t", "salt", a, 16)[0]) << "another salt";
+  EXPECT_NE(ka[0], PrefixBlockKeys("u", "", "", a, 16)[0]) << "another tenant";
+  EXPECT_NE(ka[0], PrefixBlockKeys("t", "salt", "", a, 16)[0]) << "another salt";
+  const std::string origin(64, 'a');
+  EXPECT_NE(ka[0], PrefixBlockKeys("t", "", origin, a, 16)[0]) << "a named state's turns";
+  EXPECT_NE(PrefixBlockKeys("t", "", origin, a, 16)[0],
+            PrefixBlockKeys("t", "", std::string(64, 'b'), a, 16)[0])
+      << "another named state";
+  EXPECT_NE(PrefixBlockKeys("t", origin, "", a, 16)[0], PrefixBlockKeys("t", "", origin, a, 16)[0])
+      << "a salt that spells a digest is not that state's scope";
   // Lengths are hashed, so the boundary between tenant and salt is not lost.
-  EXPECT_NE(PrefixBlockKeys("ab", "c", a, 16)[0], PrefixBlockKeys("a", "bc", a, 16)[0]);
+  EXPECT_NE(PrefixBlockKeys("ab", "c", "", a, 16)[0], PrefixBlockKeys("a", "bc", "", a, 16)[0]);
   EXPECT_EQ(ka[0].size(), 32u);
 }
 
@@ -117,8 +124,8 @@ TEST(PrefixCacheTest, KeepsAPrefixOnItsSecondSightingAndResumesFromTheLongest) {
   std::vector<int64_t> first = shared, second = shared;
   for (int64_t t : Tokens(20, 4)) first.push_back(t);
   for (int64_t t : Tokens(20, 5)) second.push_back(t);
-  const auto k1 = cache.Keys("", "", first);
-  const auto k2 = cache.Keys("", "", second);
+  const auto k1 = cache.Keys("", "", "", first);
+  const auto k2 = cache.Keys("", "", "", second);
 
   EXPECT_EQ(cache.Lookup(k1, k1.size()).blocks, 0);
   EXPECT_EQ(cache.ChooseSnapshot(k1, 0), 0) << "first sighting: no snapshot";
@@ -142,7 +149,7 @@ TEST(PrefixCacheTest, EvictsTheLeastRecentlyUsedToStayWithinItsBytes) {
   Metrics metrics;
   PrefixCache cache({/*max_bytes=*/100, /*max_sightings=*/100, /*chunk=*/4}, &metrics);
   std::vector<std::vector<std::string>> keys;
-  for (int i = 0; i < 5; ++i) keys.push_back(cache.Keys("", "", Tokens(4, 10 + i)));
+  for (int i = 0; i < 5; ++i) keys.push_back(cache.Keys("", "", "", Tokens(4, 10 + i)));
   for (int i = 0; i < 3; ++i) cache.Insert(keys[i][0], FakeState(4, i), 30);
   EXPECT_EQ(cache.bytes(), 90);
   EXPECT_EQ(cache.Lookup(keys[0], 1).blocks, 1);  // 0 becomes the most recent
@@ -161,7 +168,7 @@ TEST(PrefixCacheTest, EvictsTheLeastRecentlyUsedToStayWithinItsBytes) {
 TEST(PrefixCacheTest, ASnapshotIsACopy) {
   Metrics metrics;
   PrefixCache cache({1 << 20, 100, 4}, &metrics);
-  const auto keys = cache.Keys("", "", Tokens(4, 1));
+  const auto keys = cache.Keys("", "", "", Tokens(4, 1));
   State state = FakeState(4, 4);
   cache.Insert(keys[0], state, 16);
   state.layers[0][0].add_(1);  // a decode step advances states in place
@@ -171,9 +178,9 @@ TEST(PrefixCacheTest, ASnapshotIsACopy) {
 TEST(PrefixCacheTest, SightingsAreBounded) {
   Metrics metrics;
   PrefixCache cache({1 << 20, /*max_sightings=*/2, 4}, &metrics);
-  const auto old_keys = cache.Keys("", "", Tokens(4, 1));
+  const auto old_keys = cache.Keys("", "", "", Tokens(4, 1));
   cache.ChooseSnapshot(old_keys, 0);
-  cache.ChooseSnapshot(cache.Keys("", "", Tokens(8, 2)), 0);  // two more push it out
+  cache.ChooseSnapshot(cache.Keys("", "", "", Tokens(8, 2)), 0);  // two more push it out
   EXPECT_EQ(cache.ChooseSnapshot(old_keys, 0), 0) << "forgotten: a first sighting again";
   EXPECT_EQ(cache.ChooseSnapshot(old_keys, 0), 1);
 }
