@@ -359,7 +359,6 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
            {"http_body_timeout_seconds", body},
            {"http_write_timeout_seconds", write},
            {"max_http_body_bytes", h.max_body_bytes},
-           {"max_state_upload_bytes", h.max_state_upload_bytes},
            {"max_http_header_bytes", l.max_header_bytes},
            {"max_http_header_count", l.max_header_count}}) {
     if (absl::Status ok = CheckPositive(flag, value); !ok.ok()) return ok;

@@ -21,6 +21,7 @@ Kind KindOf(absl::StatusCode code) {
       return {404, "not_found_error"};
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAborted:
+    case absl::StatusCode::kAlreadyExists:
       return {409, "conflict_error"};
     case absl::StatusCode::kResourceExhausted:
       return {429, "rate_limit_error"};

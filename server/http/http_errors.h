@@ -11,6 +11,7 @@
 //   NOT_FOUND           404 not_found_error
 //   FAILED_PRECONDITION 409 conflict_error (a busy session)
 //   ABORTED             409 conflict_error (another replica holds the session)
+//   ALREADY_EXISTS      409 conflict_error (a named state's name is taken)
 //   RESOURCE_EXHAUSTED  429 rate_limit_error, with Retry-After
 //   UNAVAILABLE         503 service_unavailable_error, with Retry-After
 //   DEADLINE_EXCEEDED   504 timeout_error
