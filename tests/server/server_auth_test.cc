@@ -194,6 +194,85 @@ TEST_F(AuthTest, ATenantNeverResumesFromAnotherTenantsPrefix) {
   EXPECT_EQ(CachedTokensOfCreate(kBob, prompt), 96) << "and bob's, apart from it";
 }
 
+// Named states are per tenant: another tenant's name is NOT_FOUND everywhere
+// (get, delete, a Generate's or CreateSession's initial_state) and absent
+// from its list, and the same name may be each tenant's own.
+TEST_F(AuthTest, AnotherTenantsNamedStateIsNotFoundEverywhere) {
+  // One connection serves one tenant: each has its own.
+  auto alice = v1::Linserve::NewStub(Channel(*server_, false));
+  auto bob = v1::Linserve::NewStub(Channel(*server_, false));
+  auto stub_of = [&](const char* token) { return token == kAlice ? alice.get() : bob.get(); };
+  auto as = [](grpc::ClientContext& c, const char* token) {
+    c.AddMetadata("authorization", std::string("Bearer ") + token);
+  };
+  auto create = [&](const char* token, const std::string& prompt) {
+    grpc::ClientContext c;
+    as(c, token);
+    v1::CreateNamedStateRequest request;
+    request.set_name("persona");
+    request.set_prompt(prompt);
+    v1::NamedState made;
+    const grpc::Status status = stub_of(token)->CreateNamedState(&c, request, &made);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return made;
+  };
+  const v1::NamedState alices = create(kAlice, "alice's long system prompt");
+  {
+    grpc::ClientContext c;
+    as(c, kBob);
+    v1::GetNamedStateRequest request;
+    request.set_name("persona");
+    v1::NamedState got;
+    EXPECT_EQ(bob->GetNamedState(&c, request, &got).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    as(c, kBob);
+    v1::DeleteNamedStateRequest request;
+    request.set_name("persona");
+    v1::DeleteNamedStateResponse deleted;
+    EXPECT_EQ(bob->DeleteNamedState(&c, request, &deleted).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    as(c, kBob);
+    v1::GenerateRequest request = MakeRequest("hello", "", 4, 1);
+    request.set_initial_state("persona");
+    auto reader = bob->Generate(&c, request);
+    v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    as(c, kBob);
+    v1::CreateSessionRequest request;
+    request.set_initial_state("persona");
+    v1::Session session;
+    EXPECT_EQ(bob->CreateSession(&c, request, &session).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    as(c, kBob);
+    v1::ListNamedStatesResponse list;
+    ASSERT_TRUE(bob->ListNamedStates(&c, v1::ListNamedStatesRequest(), &list).ok());
+    EXPECT_EQ(list.states_size(), 0);
+  }
+  // Bob's own "persona" is another state; Alice's is untouched.
+  const v1::NamedState bobs = create(kBob, "bob's other prompt, longer than alice's");
+  EXPECT_NE(bobs.digest(), alices.digest());
+  grpc::ClientContext c;
+  as(c, kAlice);
+  v1::GetNamedStateRequest request;
+  request.set_name("persona");
+  v1::NamedState again;
+  ASSERT_TRUE(alice->GetNamedState(&c, request, &again).ok());
+  EXPECT_EQ(again.digest(), alices.digest());
+}
+
 TEST_F(AuthTest, OneConnectionServesOneTenant) {
   auto channel = Channel(*server_, false);
   const std::string id = CreateAs(kAlice, channel);

@@ -195,6 +195,53 @@ TEST_P(PrefixCacheKindTest, ASessionsThreeTurnsStillEqualOnePrompt) {
   EXPECT_EQ(greedy(whole, ""), t3);
 }
 
+// A named state made from P, then a turn X, is the single prompt P+X: P ends
+// on a chunk boundary, so the state after it is the one the whole prompt's
+// prefill passes through (the row above). With the cache on and off.
+TEST_P(PrefixCacheKindTest, ANamedStateThenATurnEqualsOnePrompt) {
+  const std::string model_dir = ModelDirFor(GetParam());
+  if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
+  auto off = Start(model_dir, "named-off", {"--prefix_cache_bytes=0"});
+  auto on = Start(model_dir, "named-on");
+  ASSERT_TRUE(off && on);
+  const std::string p = kPrompt.substr(0, 4 * kChunk), x = kPrompt.substr(4 * kChunk);
+  for (ServerProcess* server : {off.get(), on.get()}) {
+    auto stub = server->Stub();
+    const GenerateOutcome alone = Sample(*stub, kPrompt);
+    ASSERT_NE(Output(Sample(*stub, x)), Output(alone)) << "the state after p must matter";
+    grpc::ClientContext context;
+    v1::CreateNamedStateRequest create;
+    create.set_name("preamble");
+    create.set_prompt(p);
+    v1::NamedState made;
+    const grpc::Status status = stub->CreateNamedState(&context, create, &made);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(made.position(), 4 * kChunk);
+    EXPECT_EQ(made.prompt_tokens(), 4 * kChunk);
+    EXPECT_EQ(made.source(), "prompt");
+    EXPECT_EQ(made.digest().size(), 64u);
+
+    v1::GenerateRequest request = MakeRequest(x, "", 24, 99, 0.9f);
+    request.set_logprobs(true);
+    request.set_top_logprobs(3);
+    request.set_initial_state("preamble");
+    for (int run = 0; run < 2; ++run) {  // the second may hit the prefix cache
+      const GenerateOutcome after = RunGenerate(*stub, request);
+      ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+      EXPECT_EQ(after.finished.usage().prompt_tokens(), static_cast<int>(x.size()));
+      EXPECT_EQ(Output(after), Output(alone)) << "run " << run;
+    }
+    // A session made from it continues the same way.
+    grpc::ClientContext session_context;
+    v1::CreateSessionRequest from;
+    from.set_initial_state("preamble");
+    v1::Session session;
+    ASSERT_TRUE(stub->CreateSession(&session_context, from, &session).ok());
+    EXPECT_EQ(session.position(), 4 * kChunk);
+    EXPECT_EQ(Output(Sample(*stub, x, session.id())), Output(alone));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ConstantStateKinds, PrefixCacheKindTest,
                          ::testing::Values("linear_elu", "linear_elu+rope", "linear_elu+shift",
                                            "linear_softmax", "linear_cosine+shift", "vq",
