@@ -587,7 +587,7 @@ void Scheduler::CreateSession(std::string tenant, std::string prompt, std::strin
             if (!origin.ok()) return done(origin.status());
             impl->named().CountUse(**origin);
             impl->commands().CreateFrom(tenant, CloneState((*origin)->state),
-                                        (*origin)->pending_token, done);
+                                        (*origin)->pending_token, (*origin)->info.digest, done);
           });
     });
     return;

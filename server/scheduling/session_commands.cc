@@ -41,12 +41,13 @@ void SessionCommands::CreateEmpty(const std::string& tenant, const Done<SessionI
 }
 
 void SessionCommands::CreateFrom(const std::string& tenant, State state, int64_t pending_token,
-                                 const Done<SessionInfo>& done) {
+                                 std::string origin, const Done<SessionInfo>& done) {
   const int64_t position = state.positions[0];
   absl::StatusOr<Session*> session = sessions_.AddResident(tenant, std::move(state));
   if (!session.ok()) return done(session.status());
   (*session)->position = position;
   (*session)->pending_token = pending_token;
+  (*session)->origin = std::move(origin);
   sessions_.CheckpointThenAnswer(**session, done, "the new session");
 }
 
@@ -116,6 +117,7 @@ void SessionCommands::Fork(const std::string& tenant, const std::string& id,
         Session& fork = **child;
         fork.position = (*source)->position;
         fork.pending_token = (*source)->pending_token;
+        fork.origin = (*source)->origin;
         fork.rng = (*source)->rng;
         sessions_.CheckpointThenAnswer(fork, done, "the fork");
       });
@@ -148,6 +150,7 @@ void SessionCommands::Import(const std::string& tenant, SessionRecord record,
   Session& imported = **session;
   imported.position = record.position;
   imported.pending_token = record.pending_token;
+  imported.origin = record.origin;
   imported.rng = {record.rng_seed, record.rng_draws};
   // The payload just restored to this state is saved as it came: serializing
   // the state again would give bytes that restore to the same state, at the

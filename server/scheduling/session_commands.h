@@ -28,8 +28,9 @@ class SessionCommands {
 
   void CreateEmpty(const std::string& tenant, const Done<SessionInfo>& done);
   // A new session holding `state` (a named state's copy) and its pending token.
+  // `origin`: the named state's content digest.
   void CreateFrom(const std::string& tenant, State state, int64_t pending_token,
-                  const Done<SessionInfo>& done);
+                  std::string origin, const Done<SessionInfo>& done);
   void Get(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
   void List(const std::string& tenant, int32_t page_size, const std::string& page_token,
             const Done<SessionPage>& done);

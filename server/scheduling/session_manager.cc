@@ -20,6 +20,7 @@ std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
   session->id = record.session_id;
   session->position = record.position;
   session->pending_token = record.pending_token;
+  session->origin = record.origin;
   session->rng = {record.rng_seed, record.rng_draws};
   session->created_unix_ms = record.created_unix_ms;
   session->last_used_unix_ms = record.last_used_unix_ms;
@@ -323,6 +324,7 @@ SessionRecord SessionManager::RecordOf(const Session& session, std::string paylo
   record.session_id = session.id;
   record.position = session.position;
   record.pending_token = session.pending_token;
+  record.origin = session.origin;
   record.rng_seed = session.rng.seed;
   record.rng_draws = session.rng.draws;
   record.created_unix_ms = session.created_unix_ms;

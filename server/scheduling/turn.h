@@ -30,6 +30,10 @@ struct Turn {
   std::function<void(absl::StatusOr<State> state, NamedStateInfo cost)> on_state_made;
   // The named state a Generate or CreateSession starts from (call.initial_state).
   std::shared_ptr<const NamedState> origin;
+  // The content digest of the named state its state started from ("":
+  // fresh), which scopes its prefix-cache keys: `origin`'s, or its
+  // session's for the first turn of a session made from one.
+  std::string origin_digest;
   std::string tenant;
   GenerateCall call;
   absl::Time arrived;

@@ -71,6 +71,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
   // a named state the text goes on from where it stood, as a continued
   // session's does: its pending token first, and BOS only at position 0.
   const NamedState* origin = turn.origin.get();
+  if (origin != nullptr) turn.origin_digest = origin->info.digest;
   const int64_t position = origin != nullptr ? origin->state.positions[0] : 0;
   const bool starts_text =
       origin == nullptr || (position == 0 && origin->pending_token < 0);
@@ -84,6 +85,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     session->busy = true;
     session->position = position;
     session->pending_token = origin != nullptr ? origin->pending_token : -1;
+    session->origin = turn.origin_digest;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
     const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, starts_text);
@@ -129,6 +131,9 @@ absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLeas
   LINSERVE_RETURN_IF_ERROR(
       FitContext(turn, session.position, static_cast<int64_t>(turn.prefill.size())));
   turn.state = CloneState(*session.state);
+  // A session made from a state-tuned named state stands at position 0
+  // too: its origin keeps its prompts apart from fresh states'.
+  turn.origin_digest = session.origin;
   if (fresh) UsePrefixCache(turn);
   // Without a seed of its own a turn continues the session's random
   // stream, so a conversation replays identically after a restart. A
@@ -172,9 +177,8 @@ void TurnRunner::UsePrefixCache(Turn& turn) {
   if (!prefix_cache_.enabled()) return;
   const int64_t chunk = prefix_cache_.chunk();
   const auto tokens = static_cast<int64_t>(turn.prefill.size());
-  const std::string origin = turn.origin != nullptr ? turn.origin->info.digest : "";
   turn.prefix_keys =
-      prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, origin, turn.prefill);
+      prefix_cache_.Keys(turn.tenant, turn.call.cache_salt, turn.origin_digest, turn.prefill);
   if (turn.prefix_keys.empty()) return;  // shorter than a block: nothing to find or keep
   // A Generate samples its first token from the logits after its prompt's
   // last token, so it prefills at least that one; a CreateSession or
@@ -425,6 +429,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   next->id = session->id;
   next->created_unix_ms = session->created_unix_ms;
   next->position = turn.state.positions[0];
+  next->origin = session->origin;
   next->pending_token = turn.creates_session() ? turn.held_back
                         : summary.generated_tokens > 0 ? turn.generation->history().back()
                                                        : -1;

@@ -24,6 +24,9 @@ struct Session {
   std::string id;
   int64_t position = 0;       // tokens the state has consumed
   int64_t pending_token = -1;  // sampled last turn, fed first next turn; -1: none
+  // Made from a named state: its content digest, the prefix-cache scope of
+  // the first turn (a state-tuned one stands at position 0 yet is not fresh).
+  std::string origin;
   SamplerRngState rng;         // where the last turn's sampler stopped
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;

@@ -75,6 +75,7 @@ std::string EncodeStateFile(const SessionRecord& r) {
                     {"last_used_unix_ms", r.last_used_unix_ms}};
   // Only named states have a source; sessions' headers stay as they were.
   if (!r.source.empty()) fields["source"] = r.source;
+  if (!r.origin.empty()) fields["origin"] = r.origin;
   const std::string header = fields.dump();
   std::string out(kMagic, sizeof(kMagic));
   out.reserve(kFixedBytes + header.size() + r.payload.size());
@@ -139,6 +140,7 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
     LINSERVE_ASSIGN_OR_RETURN(r.last_used_unix_ms,
                               HeaderInteger<int64_t>(header, "last_used_unix_ms"));
     if (header.contains("source")) r.source = header.at("source").get<std::string>();
+    if (header.contains("origin")) r.origin = header.at("origin").get<std::string>();
   } catch (const json::exception& e) {
     return Corrupt(absl::StrCat("header: ", e.what()));
   }

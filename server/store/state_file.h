@@ -10,7 +10,7 @@
 //   12      4     header length H (uint32 LE), at most kMaxStateHeaderBytes
 //   16      H     header: JSON object {model_fingerprint, tenant, session_id,
 //                 position, pending_token, rng_seed, rng_draws,
-//                 created_unix_ms, last_used_unix_ms[, source]}
+//                 created_unix_ms, last_used_unix_ms[, source][, origin]}
 //   16+H    8     payload length P (uint64 LE)
 //   24+H    P     payload: the engine's SerializeState bytes (a safetensors
 //                 tensor table and the tensors)
@@ -47,6 +47,9 @@ struct SessionRecord {
   // A named state's: where it came from ("prompt", "state_file",
   // "rwkv_peft", "ai00"); empty (and not written) for a session.
   std::string source;
+  // A session made from a named state: that state's content digest (its
+  // first turn's prefix-cache scope); empty (and not written) otherwise.
+  std::string origin;
 };
 
 std::string EncodeStateFile(const SessionRecord& record);

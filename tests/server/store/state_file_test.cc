@@ -48,6 +48,23 @@ TEST(StateFileTest, ReadsBackWhatItWrote) {
   EXPECT_EQ(back->created_unix_ms, r.created_unix_ms);
   EXPECT_EQ(back->last_used_unix_ms, r.last_used_unix_ms);
   EXPECT_EQ(back->payload, r.payload);
+  EXPECT_TRUE(back->source.empty());
+  EXPECT_TRUE(back->origin.empty());
+}
+
+// A named state's source and a session's origin are written only when set,
+// so a session's header is what it was before named states.
+TEST(StateFileTest, SourceAndOriginAreWrittenOnlyWhenSet) {
+  SessionRecord r = Sample();
+  const std::string plain = EncodeStateFile(r);
+  EXPECT_EQ(plain.find("source"), std::string::npos);
+  EXPECT_EQ(plain.find("origin"), std::string::npos);
+  r.source = "rwkv_peft";
+  r.origin = std::string(64, 'd');
+  auto back = DecodeStateFile(EncodeStateFile(r), kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->source, "rwkv_peft");
+  EXPECT_EQ(back->origin, r.origin);
 }
 
 TEST(StateFileTest, EveryTruncationIsDataLoss) {
