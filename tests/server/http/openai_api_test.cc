@@ -358,6 +358,7 @@ TEST(HttpErrorsTest, StatusCodesMapToHttpStatusesAndShapes) {
                                                 {absl::NotFoundError("x"), 404},
                                                 {absl::FailedPreconditionError("x"), 409},
                                                 {absl::AbortedError("x"), 409},
+                                                {absl::AlreadyExistsError("x"), 409},
                                                 {absl::ResourceExhaustedError("x"), 429},
                                                 {absl::UnavailableError("x"), 503},
                                                 {absl::DataLossError("x"), 500}};
