@@ -1,14 +1,18 @@
-// End to end: servers sharing a real Redis as their session store.
+// End to end: servers sharing a real Redis as their session store (and the
+// store of their named states).
 
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/gated_proxy.h"
@@ -183,6 +187,159 @@ TEST_F(RedisServersTest, DecodingGoesOnWhileTheStoreStalls) {
   EXPECT_EQ(lookup.status.error_code(), grpc::StatusCode::NOT_FOUND) << lookup.status.error_message();
   // The store answers again: the session goes on.
   EXPECT_TRUE(RunGenerate(*stub, MakeRequest(" again", session->id(), 3, 1)).status.ok());
+}
+
+// Named states over the RPCs (CreateNamedState, GetNamedState, ...); a
+// failed call comes back as its status.
+grpc::Status MakeNamedState(v1::Linserve::Stub& stub, const std::string& name,
+                            const std::string& prompt, v1::NamedState* made) {
+  grpc::ClientContext context;
+  v1::CreateNamedStateRequest request;
+  request.set_name(name);
+  request.set_prompt(prompt);
+  return stub.CreateNamedState(&context, request, made);
+}
+
+grpc::Status GetNamedState(v1::Linserve::Stub& stub, const std::string& name,
+                           v1::NamedState* state) {
+  grpc::ClientContext context;
+  v1::GetNamedStateRequest request;
+  request.set_name(name);
+  return stub.GetNamedState(&context, request, state);
+}
+
+// The listing's entry for `name` (false when it has none, or the call failed).
+bool ListedNamedState(v1::Linserve::Stub& stub, const std::string& name, v1::NamedState* state) {
+  grpc::ClientContext context;
+  v1::ListNamedStatesResponse listing;
+  grpc::Status status = stub.ListNamedStates(&context, v1::ListNamedStatesRequest(), &listing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  for (const v1::NamedState& listed : listing.states()) {
+    if (listed.name() == name) {
+      *state = listed;
+      return true;
+    }
+  }
+  return false;
+}
+
+grpc::Status DeleteNamedState(v1::Linserve::Stub& stub, const std::string& name) {
+  grpc::ClientContext context;
+  v1::DeleteNamedStateRequest request;
+  request.set_name(name);
+  v1::DeleteNamedStateResponse response;
+  return stub.DeleteNamedState(&context, request, &response);
+}
+
+// A greedy stateless turn from the named state `name`.
+GenerateOutcome TurnFrom(v1::Linserve::Stub& stub, const std::string& name) {
+  v1::GenerateRequest request = MakeRequest("\n", "", 30, 1, 0.0f);
+  request.set_initial_state(name);
+  return RunGenerate(stub, request);
+}
+
+// Debian's redis-cli (redis-tools, which redis-server depends on).
+constexpr char kRedisCli[] = "/usr/bin/redis-cli";
+
+// redis-cli against `redis`: its stdout's lines (none when it failed).
+std::vector<std::string> RedisCli(const RedisProcess& redis, std::vector<std::string> args) {
+  args.insert(args.begin(), {kRedisCli, "-p", std::to_string(redis.port())});
+  ProcessResult run = RunProcess(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  if (run.exit_code != 0) return {};
+  return absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+}
+
+// A named state made on one replica is every replica's; deleted or made
+// again on one, no other serves its cached copy: each use asks the store.
+TEST_F(RedisServersTest, ANamedStateMadeOnOneServerIsServedByAnotherAndNeverStale) {
+  auto start = [this] {
+    auto server = ServerProcess::Start({"--model=" + DefaultModelDir(), "--store=" + redis_->url(),
+                                        "--session_ttl_seconds=3600"});
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  };
+  auto a = start();
+  auto b = start();
+  ASSERT_TRUE(a && b);
+  auto stub_a = a->Stub(), stub_b = b->Stub();
+  const std::string name = "persona";
+
+  v1::NamedState made;
+  grpc::Status status = MakeNamedState(*stub_a, name, "ROMEO:\nBut soft, what light", &made);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(made.source(), "prompt");
+  EXPECT_GT(made.position(), 0);
+  ASSERT_FALSE(made.digest().empty());
+
+  // B never saw it made: it comes from Redis, and gives A's text.
+  GenerateOutcome on_a = TurnFrom(*stub_a, name);
+  GenerateOutcome on_b = TurnFrom(*stub_b, name);
+  ASSERT_TRUE(on_a.status.ok()) << on_a.status.error_message();
+  ASSERT_TRUE(on_b.status.ok()) << on_b.status.error_message();
+  EXPECT_EQ(on_b.text, on_a.text);
+  EXPECT_EQ(on_b.finished.usage().generated_tokens(), 30);
+  // Not the text of a fresh state.
+  GenerateOutcome fresh = RunGenerate(*stub_b, MakeRequest("\n", "", 30, 1, 0.0f));
+  ASSERT_TRUE(fresh.status.ok()) << fresh.status.error_message();
+  EXPECT_NE(fresh.text, on_b.text);
+
+  v1::NamedState got, listed;
+  status = GetNamedState(*stub_b, name, &got);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(got.digest(), made.digest());
+  EXPECT_EQ(got.position(), made.position());
+  EXPECT_EQ(got.source(), "prompt");
+  EXPECT_FALSE(got.global());
+  ASSERT_TRUE(ListedNamedState(*stub_b, name, &listed));
+  EXPECT_EQ(listed.digest(), made.digest());
+
+  // Named states never expire, though the servers' sessions do.
+  if (std::filesystem::exists(kRedisCli)) {
+    auto session = CreateSession(*stub_a, "hello");
+    ASSERT_TRUE(session.ok()) << session.status();
+    std::vector<std::string> named = RedisCli(*redis_, {"--scan", "--pattern", "linserve:named*"});
+    EXPECT_EQ(named.size(), 2u) << "the tenant's index and the state's blob";
+    for (const std::string& key : named) {
+      EXPECT_EQ(RedisCli(*redis_, {"TTL", key}), std::vector<std::string>{"-1"}) << key;
+    }
+    std::vector<std::string> sessions =
+        RedisCli(*redis_, {"--scan", "--pattern", "linserve:session:*"});
+    ASSERT_FALSE(sessions.empty());
+    for (const std::string& key : sessions) {
+      std::vector<std::string> ttl = RedisCli(*redis_, {"TTL", key});
+      ASSERT_EQ(ttl.size(), 1u) << key;
+      EXPECT_GT(std::stoll(ttl[0]), 0) << key;
+    }
+  }
+
+  // Deleted on A: B, which holds it in its cache, no longer serves it.
+  status = DeleteNamedState(*stub_a, name);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  GenerateOutcome gone = TurnFrom(*stub_b, name);
+  EXPECT_EQ(gone.status.error_code(), grpc::StatusCode::NOT_FOUND) << gone.text;
+  EXPECT_NE(gone.status.error_message().find("initial_state"), std::string::npos)
+      << gone.status.error_message();
+  status = GetNamedState(*stub_b, name, &got);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << got.DebugString();
+  EXPECT_FALSE(ListedNamedState(*stub_b, name, &listed));
+
+  // Made again on A from another prompt: B serves the new one.
+  v1::NamedState remade;
+  status = MakeNamedState(*stub_a, name, "JULIET:\nO Romeo, Romeo, wherefore", &remade);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NE(remade.digest(), made.digest());
+  status = GetNamedState(*stub_b, name, &got);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(got.digest(), remade.digest());
+  EXPECT_EQ(got.position(), remade.position());
+  ASSERT_TRUE(ListedNamedState(*stub_b, name, &listed));
+  EXPECT_EQ(listed.digest(), remade.digest());
+  GenerateOutcome new_on_a = TurnFrom(*stub_a, name);
+  GenerateOutcome new_on_b = TurnFrom(*stub_b, name);
+  ASSERT_TRUE(new_on_a.status.ok()) << new_on_a.status.error_message();
+  ASSERT_TRUE(new_on_b.status.ok()) << new_on_b.status.error_message();
+  EXPECT_EQ(new_on_b.text, new_on_a.text);
 }
 
 }  // namespace

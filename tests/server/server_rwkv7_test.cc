@@ -2,17 +2,22 @@
 // (tests/rwkv7_fixture.h) to a real gRPC client. Everything the server does
 // for its own models must work unchanged for this architecture: streaming
 // equal to the engine, sessions, fork, export and import, and a start that
-// stops with a clear error on a broken model directory.
+// stops with a clear error on a broken model directory. Its own: state-tuning
+// files (RWKV-PEFT .pth, ai00 .state) uploaded as named states.
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "engine/model/language_model.h"
 #include "engine/generation/one_shot_generation.h"
+#include "engine/formats/pth_writer.h"
 #include "engine/formats/safetensors.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
@@ -216,6 +221,184 @@ TEST_F(Rwkv7ServerTest, AnInt8ServersSessionMovesToAFloat32Server) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(imported.position(), 30 + kTurnTokens - 1);
   Turn(*server_->Stub(), imported.id(), "; ");
+}
+
+// State-tuning files uploaded as named states (UploadNamedState): RWKV-PEFT's
+// .pth and ai00's .state, written here from the same asymmetric matrices.
+
+// The fixture's state: 12 layers of one head of 64 (ModelInfo above).
+constexpr int64_t kLayers = 12, kHeads = 1, kHeadSize = 64;
+
+std::string TimeState(int64_t layer) { return absl::StrCat("blocks.", layer, ".att.time_state"); }
+
+// RWKV-PEFT's torch.save of every layer's time_state, (H, N, N) [head][value][key].
+std::string PeftFile(const std::vector<torch::Tensor>& states) {
+  TensorMap tensors;
+  for (size_t i = 0; i < states.size(); ++i) tensors[TimeState(i)] = states[i];
+  return SerializePth(tensors);
+}
+
+// ai00's converter: the last two axes swapped, float16, as safetensors.
+std::string Ai00File(const std::vector<torch::Tensor>& states) {
+  TensorMap tensors;
+  for (size_t i = 0; i < states.size(); ++i) {
+    tensors[TimeState(i)] = states[i].transpose(1, 2).to(torch::kFloat16).contiguous();
+  }
+  return SerializeSafetensors(tensors, {{"format", "pt"}});
+}
+
+// Asymmetric (a transposed read gives another state), of multiples of 1/256
+// in [-1, 1]: float16 and bfloat16 hold them exactly, so every file below
+// holds the same numbers.
+std::vector<torch::Tensor> TunedMatrices() {
+  torch::manual_seed(17);
+  std::vector<torch::Tensor> states;
+  for (int64_t layer = 0; layer < kLayers; ++layer) {
+    torch::Tensor m =
+        torch::randint(-256, 257, {kHeads, kHeadSize, kHeadSize}, torch::kFloat32) / 256.0;
+    EXPECT_FALSE(torch::equal(m, m.transpose(1, 2)));
+    states.push_back(m.contiguous());
+  }
+  return states;
+}
+
+// UploadNamedState in chunks of `chunk_bytes` (the name in the first).
+grpc::Status Upload(v1::Linserve::Stub& stub, const std::string& name, const std::string& bytes,
+                    v1::NamedState* made, size_t chunk_bytes = 4096) {
+  grpc::ClientContext context;
+  auto writer = stub.UploadNamedState(&context, made);
+  for (size_t at = 0; at == 0 || at < bytes.size(); at += chunk_bytes) {
+    v1::NamedStateChunk chunk;
+    if (at == 0) chunk.set_name(name);
+    chunk.set_data(bytes.substr(at, chunk_bytes));
+    if (!writer->Write(chunk)) break;  // the server has answered
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+// The names ListNamedStates answers, in its order.
+std::vector<std::string> NamedStateNames(v1::Linserve::Stub& stub) {
+  grpc::ClientContext context;
+  v1::ListNamedStatesResponse listing;
+  grpc::Status status = stub.ListNamedStates(&context, v1::ListNamedStatesRequest(), &listing);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<std::string> names;
+  for (const v1::NamedState& state : listing.states()) names.push_back(state.name());
+  return names;
+}
+
+// 16 greedy tokens after "g", from `initial_state` ("": a fresh state). The
+// tiny model's text soon settles into " the the the" whatever the state, and
+// a tuned state at position 0 fades as the prompt is fed: after the one byte
+// "g" these matrices turn the first token from " " into "e" (the margins,
+// in log-probability, about 0.08 and 0.02 either way).
+std::string TextFrom(v1::Linserve::Stub& stub, const std::string& initial_state) {
+  v1::GenerateRequest request = MakeRequest("g", "", 16, 1, 0.0f);
+  request.set_initial_state(initial_state);
+  GenerateOutcome outcome = RunGenerate(stub, request);
+  EXPECT_TRUE(outcome.status.ok()) << initial_state << ": " << outcome.status.error_message();
+  EXPECT_EQ(outcome.finished.usage().generated_tokens(), 16);
+  return outcome.text;
+}
+
+TEST_F(Rwkv7ServerTest, APeftFileAndAnAi00FileOfTheSameMatricesAreOneState) {
+  auto stub = server_->Stub();
+  const std::vector<torch::Tensor> tuned = TunedMatrices();
+  v1::NamedState peft, ai00, bf16;
+  grpc::Status status = Upload(*stub, "tuned-peft", PeftFile(tuned), &peft);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  status = Upload(*stub, "tuned-ai00", Ai00File(tuned), &ai00);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(peft.source(), "rwkv_peft");
+  EXPECT_EQ(ai00.source(), "ai00");
+  EXPECT_EQ(peft.position(), 0);
+  EXPECT_EQ(ai00.position(), 0);
+  EXPECT_FALSE(peft.digest().empty());
+  EXPECT_EQ(peft.digest(), ai00.digest()) << "the two layouts read to different states";
+
+  // bfloat16 holds the same numbers: the same state again.
+  std::vector<torch::Tensor> tuned_bf16;
+  for (const torch::Tensor& m : tuned) tuned_bf16.push_back(m.to(torch::kBFloat16));
+  status = Upload(*stub, "tuned-peft-bf16", PeftFile(tuned_bf16), &bf16);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(bf16.source(), "rwkv_peft");
+  EXPECT_EQ(bf16.digest(), peft.digest());
+
+  const std::string from_peft = TextFrom(*stub, "tuned-peft");
+  EXPECT_EQ(TextFrom(*stub, "tuned-ai00"), from_peft);
+  EXPECT_EQ(TextFrom(*stub, "tuned-peft-bf16"), from_peft);
+  EXPECT_NE(TextFrom(*stub, ""), from_peft) << "the tuned state changes nothing";
+}
+
+TEST_F(Rwkv7ServerTest, HostileStateTuningUploadsAreRefusedAndNothingIsStored) {
+  auto stub = server_->Stub();
+  const std::vector<torch::Tensor> tuned = TunedMatrices();
+  const std::vector<std::string> before = NamedStateNames(*stub);
+  grpc::ClientContext info_context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&info_context, v1::GetModelInfoRequest(), &info).ok());
+
+  // Each refused with INVALID_ARGUMENT (or DATA_LOSS for a damaged file)
+  // and a message holding `says`; nothing is stored under its name.
+  auto refused = [&](const std::string& what, const std::string& bytes, const std::string& says,
+                     size_t chunk_bytes = 4096) {
+    SCOPED_TRACE(what);
+    v1::NamedState made;
+    grpc::Status status = Upload(*stub, "hostile", bytes, &made, chunk_bytes);
+    EXPECT_FALSE(status.ok()) << made.DebugString();
+    EXPECT_TRUE(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                status.error_code() == grpc::StatusCode::DATA_LOSS)
+        << status.error_code() << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(says), std::string::npos) << status.error_message();
+    EXPECT_EQ(NamedStateNames(*stub), before);
+    grpc::ClientContext context;
+    v1::GetNamedStateRequest get;
+    get.set_name("hostile");
+    v1::NamedState got;
+    EXPECT_EQ(stub->GetNamedState(&context, get, &got).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  };
+
+  std::vector<torch::Tensor> states = tuned;
+  states[3] = torch::zeros({kHeads, kHeadSize, kHeadSize - 1});
+  refused("wrong N", PeftFile(states), "tensor 'blocks.3.att.time_state' has shape (1, 64, 63)");
+  states = tuned;
+  states[7] = torch::zeros({kHeads + 1, kHeadSize, kHeadSize});
+  refused("wrong H", PeftFile(states), "tensor 'blocks.7.att.time_state' has shape (2, 64, 64)");
+  refused("wrong H in ai00's layout", Ai00File(states), "'blocks.7.att.time_state'");
+
+  states = tuned;
+  states.pop_back();
+  refused("a missing layer", PeftFile(states), "no tensor 'blocks.11.att.time_state'");
+
+  states = tuned;
+  states[5] = states[5].clone();
+  states[5][0][1][2] = std::numeric_limits<float>::quiet_NaN();
+  refused("a NaN", PeftFile(states), "'blocks.5.att.time_state' holds a NaN");
+  refused("a NaN in ai00's layout", Ai00File(states), "'blocks.5.att.time_state' holds a NaN");
+
+  const std::string whole = PeftFile(tuned);
+  refused("a truncated .pth", whole.substr(0, whole.size() / 2), "truncated");
+  const std::string whole_ai00 = Ai00File(tuned);
+  refused("a truncated .state", whole_ai00.substr(0, whole_ai00.size() / 2), "truncated");
+  refused("garbage", "just some garbage bytes, neither zip nor safetensors",
+          "neither a .pth (zip) nor a safetensors file");
+
+  // Past max_state_upload_bytes, in chunks as large as allowed: refused
+  // when the count passes the limit (the rest is never read).
+  const int64_t limit = info.limits().max_state_upload_bytes();
+  const int64_t chunk = info.limits().max_state_chunk_bytes();
+  ASSERT_GT(limit, 0);
+  ASSERT_GT(chunk, 0);
+  refused("an upload past the limit", std::string(limit + 2 * chunk, 'x'),
+          absl::StrCat("exceeds max_state_upload_bytes = ", limit), chunk);
+
+  // The same server still takes a good file.
+  v1::NamedState made;
+  grpc::Status status = Upload(*stub, "after-hostile", whole, &made);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(made.source(), "rwkv_peft");
 }
 
 // The server's exit and its log when started on `model_dir`.
