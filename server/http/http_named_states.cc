@@ -146,7 +146,15 @@ void HttpHandlers::NamedStates(HttpRequest req, HttpHeaders cors,
   if (verb == "GET") return (*scheduler)->GetNamedState(*tenant, *name, state(false));
   if (verb == "PUT") {
     // The head was judged (JudgeStateUpload): the body is the file, whole.
-    return (*scheduler)->UploadNamedState(*tenant, *name, std::move(req.body), state(false));
+    // A damaged file or another model's is the request's fault here: 400,
+    // not the 500 a damaged stored state is, nor gRPC's 409.
+    auto uploaded = [done = state(false)](absl::StatusOr<NamedStateInfo> info) {
+      if (absl::IsDataLoss(info.status()) || absl::IsFailedPrecondition(info.status())) {
+        info = absl::InvalidArgumentError(info.status().message());
+      }
+      done(std::move(info));
+    };
+    return (*scheduler)->UploadNamedState(*tenant, *name, std::move(req.body), uploaded);
   }
   (*scheduler)->DeleteNamedState(
       *tenant, *name, [answer, name = *name](absl::StatusOr<bool> deleted) {

@@ -348,6 +348,10 @@ TEST_F(HttpStateUploadLimitTest, GarbageIsRefusedAndNothingIsKept) {
   EXPECT_EQ(refused.status, 400) << refused.body;
   const HttpReply empty = Put(raw, "/v1/states/empty", "");
   EXPECT_EQ(empty.status, 400) << empty.body;
+  // A damaged state file is the request's fault: 400, not a server error.
+  const HttpReply cut = Put(raw, "/v1/states/cut", std::string("LNSVSTAT") + std::string(100, 'x'));
+  EXPECT_EQ(cut.status, 400) << cut.body;
+  EXPECT_NE(cut.body.find("linserve state file"), std::string::npos) << cut.body;
   HttpTestClient http(server_->http_port());
   const HttpReply list = http.Get("/v1/states");
   ASSERT_EQ(list.status, 200) << list.body;
