@@ -331,6 +331,53 @@ TEST_F(Rwkv7ServerTest, APeftFileAndAnAi00FileOfTheSameMatricesAreOneState) {
   EXPECT_NE(TextFrom(*stub, ""), from_peft) << "the tuned state changes nothing";
 }
 
+// A session made from a state-tuned state stands at position 0, as a fresh
+// one does; its first turn must still never resume from a fresh state's
+// cached prefix (the session keeps its origin's digest for that).
+TEST_F(Rwkv7ServerTest, ASessionFromATunedStateNeverResumesFromAFreshPrefix) {
+  auto stub = server_->Stub();
+  v1::NamedState tuned;
+  const grpc::Status uploaded = Upload(*stub, "tuned-origin", PeftFile(TunedMatrices()), &tuned);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.error_message();
+  // 100 bytes, a token each: three whole chunks of 32 and 4 more.
+  const std::string prompt =
+      "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "
+      "age of fool";
+  ASSERT_GE(prompt.size(), 96u);
+  auto run = [&](v1::GenerateRequest request) {
+    request.set_logprobs(true);
+    request.set_top_logprobs(2);
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    return outcome;
+  };
+  auto output = [](const GenerateOutcome& outcome) {
+    std::string out;
+    for (v1::GenerateResponse message : outcome.messages) {
+      message.clear_finished();
+      out += message.SerializeAsString();
+    }
+    return out;
+  };
+  // Twice from a fresh state: the cache keeps that prefix's state.
+  for (int i = 0; i < 2; ++i) run(MakeRequest(prompt, "", 4, 1, 0.0f));
+  v1::GenerateRequest stateless = MakeRequest(prompt, "", 8, 1, 0.0f);
+  stateless.set_initial_state("tuned-origin");
+  const GenerateOutcome from_state = run(stateless);
+  EXPECT_EQ(from_state.finished.usage().cached_tokens(), 0);
+
+  grpc::ClientContext context;
+  v1::CreateSessionRequest create;
+  create.set_initial_state("tuned-origin");
+  v1::Session session;
+  ASSERT_TRUE(stub->CreateSession(&context, create, &session).ok());
+  EXPECT_EQ(session.position(), 0);
+  const GenerateOutcome in_session = run(MakeRequest(prompt, session.id(), 8, 1, 0.0f));
+  EXPECT_EQ(in_session.finished.usage().cached_tokens(), 0)
+      << "the session's first turn resumed from a fresh state's prefix";
+  EXPECT_EQ(output(in_session), output(from_state));
+}
+
 TEST_F(Rwkv7ServerTest, HostileStateTuningUploadsAreRefusedAndNothingIsStored) {
   auto stub = server_->Stub();
   const std::vector<torch::Tensor> tuned = TunedMatrices();
