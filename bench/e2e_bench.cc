@@ -16,6 +16,12 @@
 //      with the prompt never seen (cold) vs seen (warm), and throughput with
 //      the cache on vs off (--server_without_prefix_cache)
 //
+// With --named_state_prompt_tokens=N it measures only named states instead
+// (bench/e2e.sh runs it against a server with the prefix-state cache off):
+// time to first token of a turn started from a state made once from an
+// N-token prompt P vs sending P and the turn's text whole, and what making
+// the state costs (CreateNamedState) vs one cold prefill of P.
+//
 // The baselines of 3 and 5 re-prefill on purpose: each of their requests
 // carries a cache_salt of its own, so the prefix-state cache never serves it.
 
@@ -60,6 +66,13 @@ ABSL_FLAG(std::string, fsync_dir, "",
 ABSL_FLAG(std::string, server_without_prefix_cache, "",
           "The same model served with --prefix_cache_bytes=0, for the throughput comparison of "
           "section 6; empty: skip it");
+
+ABSL_FLAG(int64_t, named_state_prompt_tokens, 0,
+          "Only the named-state comparison, from a prompt of about this many tokens (the "
+          "served model's tokenizer); 0: the sections above instead");
+ABSL_FLAG(int32_t, named_state_turn_tokens, 16,
+          "Tokens of the turn's own text sent after the named state (or after the whole prompt)");
+ABSL_FLAG(int32_t, named_state_repeats, 5, "Repeats of the named-state comparison (medians)");
 
 namespace linserve {
 namespace {
@@ -184,6 +197,64 @@ class Client {
     }
     Check(reader->Finish(), "Generate");
     return turn;
+  }
+
+  // One greedy token of `prompt`, stateless or after the named state
+  // `initial_state`: the time to first token as the client sees it.
+  Turn First(const std::string& prompt, const std::string& initial_state,
+             const std::string& cache_salt) {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::GenerateRequest request;
+    request.set_prompt(prompt);
+    request.set_initial_state(initial_state);
+    request.set_cache_salt(cache_salt);
+    request.set_max_new_tokens(1);
+    request.set_ignore_eos(true);
+    request.mutable_sampling()->set_temperature(0.0f);
+    const absl::Time start = absl::Now();
+    auto reader = stub_->Generate(&context, request);
+    v1::GenerateResponse response;
+    Turn turn;
+    bool first = true;
+    while (reader->Read(&response)) {
+      if (first) turn.ttft_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      first = false;
+      if (response.has_finished()) turn.finished = response.finished();
+    }
+    Check(reader->Finish(), "Generate");
+    return turn;
+  }
+
+  // CreateNamedState's answer, and its wall time as the client sees it.
+  v1::NamedState CreateNamed(const std::string& name, const std::string& prompt,
+                             const std::string& cache_salt, double* ms) {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::CreateNamedStateRequest request;
+    request.set_name(name);
+    request.set_prompt(prompt);
+    request.set_cache_salt(cache_salt);
+    v1::NamedState state;
+    const absl::Time start = absl::Now();
+    Check(stub_->CreateNamedState(&context, request, &state), "CreateNamedState");
+    *ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+    return state;
+  }
+  void DeleteNamed(const std::string& name) {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::DeleteNamedStateRequest request;
+    request.set_name(name);
+    v1::DeleteNamedStateResponse response;
+    Check(stub_->DeleteNamedState(&context, request, &response), "DeleteNamedState");
+  }
+  v1::ModelInfo Info() {
+    grpc::ClientContext context;
+    PrepareCall(connection_, "", context);
+    v1::ModelInfo info;
+    Check(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info), "GetModelInfo");
+    return info;
   }
 
   std::string Export(const std::string& id) {
@@ -406,10 +477,199 @@ nlohmann::json MeasurePrefixCache(const ConnectionOptions& connection, const Siz
   return out;
 }
 
+// The served model's tokenizer, from its ModelInfo (the World vocabulary is
+// built into the library; a byte model's text is one token per byte).
+Tokenizer TokenizerOf(const v1::ModelInfo& info) {
+  if (info.tokenizer() == "rwkv_world") {
+    auto world = Tokenizer::World(Tokenizer::BuiltInWorldVocabulary(), info.vocab_size());
+    if (!world.ok()) {
+      std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
+      std::exit(1);
+    }
+    return *std::move(world);
+  }
+  return Tokenizer::Bytes(info.vocab_size());
+}
+
+// `head` and then the bench's text, the shortest that `tokenizer` makes at
+// least `tokens` tokens of (`starts_text`: a stateless prompt's encoding).
+std::string TextOfTokens(const Tokenizer& tokenizer, const std::string& head, int64_t tokens,
+                         bool starts_text) {
+  auto count = [&](int64_t bytes) {
+    return static_cast<int64_t>(tokenizer.Encode(head + Text(bytes), starts_text).size());
+  };
+  int64_t low = 0, high = 16 * tokens + 64;  // no piece is longer than 16 bytes on average
+  while (low < high) {
+    const int64_t mid = low + (high - low) / 2;
+    if (count(mid) >= tokens) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return head + Text(low);
+}
+
+double LoadAverage() {
+  double one = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &one) != 1) one = -1;
+    std::fclose(f);
+  }
+  return one;
+}
+
+// A turn from a named state made once from a prompt P vs sending P and the
+// turn's text X whole, and making the state vs one cold prefill of P. Each
+// repeat has a prompt of its own, and every cold request a cache_salt of its
+// own, so nothing is resumed even where the prefix-state cache is on.
+int NamedStateSpeed(const ConnectionOptions& connection, const std::string& model) {
+  const int64_t prompt_tokens = absl::GetFlag(FLAGS_named_state_prompt_tokens);
+  const int64_t turn_tokens = absl::GetFlag(FLAGS_named_state_turn_tokens);
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_named_state_repeats));
+  const std::string fsync_dir = absl::GetFlag(FLAGS_fsync_dir);
+  Client client(connection);
+  const v1::ModelInfo info = client.Info();
+  const Tokenizer tokenizer = TokenizerOf(info);
+  const std::string run = Salt();
+  const double load_before = LoadAverage();
+
+  struct Repeat {
+    Client::Turn cold_whole, cold_prompt, from_state, again;
+    v1::NamedState made;
+    double create_ms = 0, fsync_ms = -1;
+    int64_t prompt_bytes = 0;
+  };
+  // The cold prefill of P and the state's making alternate which goes first
+  // from one repeat to the next, so that neither always follows the other.
+  auto one = [&](const std::string& tag, int64_t tokens, bool create_first) {
+    Repeat r;
+    const std::string name = absl::StrCat(run, "-", tag);
+    const std::string prompt = TextOfTokens(tokenizer, "[" + name + "] ", tokens, true);
+    auto turn = [&](const std::string& q) {
+      return TextOfTokens(tokenizer, "\nQ" + q + ": ", turn_tokens, false);
+    };
+    r.prompt_bytes = static_cast<int64_t>(prompt.size());
+    if (!create_first) r.cold_prompt = client.First(prompt, "", Salt());
+    r.made = client.CreateNamed(name, prompt, Salt(), &r.create_ms);
+    if (create_first) r.cold_prompt = client.First(prompt, "", Salt());
+    r.from_state = client.First(turn(tag), name, "");
+    r.again = client.First(turn(tag + "b"), name, "");
+    r.cold_whole = client.First(prompt + turn(tag), "", Salt());
+    client.DeleteNamed(name);
+    if (!fsync_dir.empty()) r.fsync_ms = FsyncMs(fsync_dir, static_cast<size_t>(r.made.state_bytes()));
+    return r;
+  };
+  (void)one("warmup", std::min<int64_t>(prompt_tokens, 64), false);
+  std::vector<Repeat> runs;
+  for (int i = 0; i < repeats; ++i) runs.push_back(one(std::to_string(i), prompt_tokens, i % 2 == 1));
+  const double load_after = LoadAverage();
+
+  auto column = [&](const std::function<double(const Repeat&)>& f) {
+    std::vector<double> v;
+    for (const Repeat& r : runs) v.push_back(f(r));
+    return v;
+  };
+  auto range = [&](const std::function<int64_t(const Repeat&)>& f) {
+    int64_t low = f(runs[0]), high = low;
+    for (const Repeat& r : runs) low = std::min(low, f(r)), high = std::max(high, f(r));
+    return low == high ? absl::StrCat(low) : absl::StrCat(low, "-", high);
+  };
+  auto ttft = [](Client::Turn Repeat::*t) {
+    return [t](const Repeat& r) { return (r.*t).ttft_ms; };
+  };
+  auto prefill = [](Client::Turn Repeat::*t) {
+    return [t](const Repeat& r) { return (r.*t).finished.timing().prefill_ms(); };
+  };
+  auto tokens = [](Client::Turn Repeat::*t) {
+    return [t](const Repeat& r) -> int64_t { return (r.*t).finished.usage().prompt_tokens(); };
+  };
+  auto cached = [&] {
+    int64_t sum = 0;
+    for (const Repeat& r : runs) {
+      sum += r.made.cached_tokens() + r.cold_prompt.finished.usage().cached_tokens() +
+             r.cold_whole.finished.usage().cached_tokens();
+    }
+    return sum;
+  }();
+  auto print_row = [](const std::string& what, const std::string& tokens,
+                      const std::vector<double>& client_ms, const std::vector<double>& server_ms) {
+    absl::PrintF("  %-44s %9s %9.1f %9.1f %9.1f %9.1f\n", what, tokens, Median(client_ms),
+                 *std::min_element(client_ms.begin(), client_ms.end()),
+                 *std::max_element(client_ms.begin(), client_ms.end()), Median(server_ms));
+  };
+
+  absl::PrintF("Named states: a turn from a state made once, %s (%s, %s tokenizer, vocabulary "
+               "%d, %s; prefix-state cache %s)\n",
+               model, info.architecture(), info.tokenizer(), info.vocab_size(),
+               info.compute_dtype(),
+               info.prefix_cache_bytes() == 0 ? "off" : "on, every request salted apart");
+  absl::PrintF("machine: %u cores shared by client and server; load average %.2f before, %.2f "
+               "after; greedy, 1 token out; median of %d, each repeat a prompt of its own\n",
+               std::thread::hardware_concurrency(), load_before, load_after, repeats);
+  absl::PrintF("  P: %s tokens (%s bytes) as the state's prompt_tokens; X: %lld tokens\n",
+               range([](const Repeat& r) { return r.made.prompt_tokens(); }),
+               range([](const Repeat& r) { return r.prompt_bytes; }), turn_tokens);
+  absl::PrintF("  %-44s %9s %9s %9s %9s %9s\n", "(ms)", "tokens", "median", "min", "max",
+               "server");
+  absl::PrintF("  time to first token (client; server: its prefill_ms)\n");
+  const std::vector<double> whole = column(ttft(&Repeat::cold_whole));
+  const std::vector<double> from = column(ttft(&Repeat::from_state));
+  print_row("cold: P + X sent whole", range(tokens(&Repeat::cold_whole)), whole,
+            column(prefill(&Repeat::cold_whole)));
+  print_row("X from the named state, its first turn", range(tokens(&Repeat::from_state)), from,
+            column(prefill(&Repeat::from_state)));
+  print_row("X' from the named state, a second turn", range(tokens(&Repeat::again)),
+            column(ttft(&Repeat::again)), column(prefill(&Repeat::again)));
+  absl::PrintF("  ratio %.1fx faster at the median (target >= 20x)\n", Median(whole) / Median(from));
+  absl::PrintF("  making the state vs one cold prefill of P\n");
+  const std::vector<double> cold = column(ttft(&Repeat::cold_prompt));
+  const std::vector<double> made = column([](const Repeat& r) { return r.create_ms; });
+  const std::vector<double> made_prefill =
+      column([](const Repeat& r) { return r.made.prefill_ms(); });
+  print_row("cold Generate of P, max_new_tokens 1 (TTFT)", range(tokens(&Repeat::cold_prompt)),
+            cold, column(prefill(&Repeat::cold_prompt)));
+  print_row("CreateNamedState(P) (wall)", range([](const Repeat& r) {
+              return r.made.prompt_tokens();
+            }),
+            made, made_prefill);
+  absl::PrintF("  ratio %.2f wall to TTFT, %.2f prefill_ms to prefill_ms at the medians (target <= "
+               "1); the median of each repeat's own: %.2f wall to TTFT\n",
+               Median(made) / Median(cold),
+               Median(made_prefill) / Median(column(prefill(&Repeat::cold_prompt))),
+               Median(column([](const Repeat& r) { return r.create_ms / r.cold_prompt.ttft_ms; })));
+  absl::PrintF("  CreateNamedState's wall past its prefill_ms: %.1f ms (median of each repeat's; "
+               "serializing, hashing and storing a %s-byte state file, and the call)\n",
+               Median(column([](const Repeat& r) { return r.create_ms - r.made.prefill_ms(); })),
+               range([](const Repeat& r) { return r.made.state_bytes(); }));
+  const std::vector<double> fsync = column([](const Repeat& r) { return r.fsync_ms; });
+  if (!fsync_dir.empty()) {
+    absl::PrintF("  one fsync of a file that size in the store's directory: %.1f ms (median)\n",
+                 Median(fsync));
+  }
+  absl::PrintF("  tokens resumed from the prefix-state cache in all cold requests and creations: "
+               "%lld\n\n",
+               cached);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  if (!json.empty()) {
+    std::ofstream(json) << nlohmann::json{{"cold_whole_ttft_ms", whole},
+                                          {"from_state_ttft_ms", from},
+                                          {"cold_prompt_ttft_ms", cold},
+                                          {"create_ms", made},
+                                          {"create_prefill_ms", made_prefill},
+                                          {"fsync_ms", fsync}}
+                               .dump(2);
+  }
+  return 0;
+}
+
 int Main() {
   const Sizes sizes = SizesFor(absl::GetFlag(FLAGS_quick));
   ConnectionOptions connection;
   connection.server = absl::GetFlag(FLAGS_server);
+  if (absl::GetFlag(FLAGS_named_state_prompt_tokens) > 0) {
+    return NamedStateSpeed(connection, absl::GetFlag(FLAGS_model));
+  }
   if (absl::GetFlag(FLAGS_overhead_only)) {
     return OverheadOnly(connection, absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_quick));
   }
