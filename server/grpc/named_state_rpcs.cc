@@ -78,14 +78,6 @@ class UploadStream : public grpc::ServerReadReactor<v1::NamedStateChunk> {
   StreamLimit::Ticket ticket_;
 };
 
-// Answers an upload opened past --max_open_streams, or before the model is
-// loaded, without reading anything.
-class RefuseUpload : public grpc::ServerReadReactor<v1::NamedStateChunk> {
- public:
-  explicit RefuseUpload(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 void FillNamedState(const NamedStateInfo& info, v1::NamedState* out) {
@@ -124,13 +116,13 @@ grpc::ServerReadReactor<v1::NamedStateChunk>* LinserveService::UploadNamedState(
   if (scheduler() == nullptr) {
     const grpc::Status status = ToGrpcStatus(NotReady());
     Count("UploadNamedState", status);
-    return new RefuseUpload(status);
+    return new RefusedRead<v1::NamedStateChunk>(status);
   }
   absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream(TenantOf(*context));
   if (!ticket.ok()) {
     const grpc::Status status = ToGrpcStatus(ticket.status());
     Count("UploadNamedState", status);
-    return new RefuseUpload(status);
+    return new RefusedRead<v1::NamedStateChunk>(status);
   }
   return new UploadStream(this, TenantOf(*context), response, *std::move(ticket));
 }

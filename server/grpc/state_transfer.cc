@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/service.h"
+#include "server/grpc/unary_answer.h"
 #include "server/store/state_file.h"
 
 namespace linserve {
@@ -125,14 +126,6 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
   StreamLimit::Ticket ticket_;
 };
 
-// Answers a stream opened past --max_open_streams, or before the model is
-// loaded, without reading anything.
-class RefuseImport : public grpc::ServerReadReactor<v1::StateChunk> {
- public:
-  explicit RefuseImport(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 grpc::ServerWriteReactor<v1::StateChunk>* LinserveService::ExportSession(
@@ -166,13 +159,13 @@ grpc::ServerReadReactor<v1::StateChunk>* LinserveService::ImportSession(
   if (scheduler() == nullptr) {
     const grpc::Status status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
     Count("ImportSession", status);
-    return new RefuseImport(status);
+    return new RefusedRead<v1::StateChunk>(status);
   }
   absl::StatusOr<StreamLimit::Ticket> ticket = OpenStream(TenantOf(*context));
   if (!ticket.ok()) {
     const grpc::Status status = ToGrpcStatus(ticket.status());
     Count("ImportSession", status);
-    return new RefuseImport(status);
+    return new RefusedRead<v1::StateChunk>(status);
   }
   return new ImportStream(this, TenantOf(*context), response, *std::move(ticket));
 }

@@ -1,9 +1,9 @@
 #ifndef LINSERVE_SERVER_GRPC_UNARY_ANSWER_H_
 #define LINSERVE_SERVER_GRPC_UNARY_ANSWER_H_
 
-// What the service's unary RPCs share: the answer before the model is
-// loaded, and the callback that finishes a call from whichever thread the
-// scheduler answers on.
+// What the service's RPCs share: the answer before the model is loaded,
+// the callback that finishes a unary call from whichever thread the
+// scheduler answers on, and the reactor that refuses a client stream.
 
 #include <functional>
 #include <utility>
@@ -32,6 +32,15 @@ Scheduler::Done<T> Answer(LinserveService* service, grpc::ServerUnaryReactor* re
     reactor->Finish(status);
   };
 }
+
+// Answers a client stream at once (opened past --max_open_streams, or
+// before the model is loaded) without reading anything.
+template <typename Message>
+class RefusedRead : public grpc::ServerReadReactor<Message> {
+ public:
+  explicit RefusedRead(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
 
 }  // namespace linserve
 
