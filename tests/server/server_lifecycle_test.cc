@@ -302,6 +302,45 @@ TEST(LifecycleTest, EveryRpcIsUnavailableAndHealthNotServingUntilTheModelIsLoade
     v1::ModelInfo out;
     calls.emplace_back("GetModelInfo", stub->GetModelInfo(&c, r, &out));
   }
+  {
+    grpc::ClientContext c;
+    v1::CreateNamedStateRequest r;
+    r.set_name("persona");
+    r.set_prompt("a prompt");
+    v1::NamedState out;
+    calls.emplace_back("CreateNamedState", stub->CreateNamedState(&c, r, &out));
+  }
+  {
+    grpc::ClientContext c;
+    v1::NamedState out;
+    auto writer = stub->UploadNamedState(&c, &out);
+    v1::NamedStateChunk chunk;
+    chunk.set_name("persona");
+    chunk.set_data("not read");
+    writer->Write(chunk);
+    writer->WritesDone();
+    calls.emplace_back("UploadNamedState", writer->Finish());
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetNamedStateRequest r;
+    r.set_name("persona");
+    v1::NamedState out;
+    calls.emplace_back("GetNamedState", stub->GetNamedState(&c, r, &out));
+  }
+  {
+    grpc::ClientContext c;
+    v1::ListNamedStatesResponse out;
+    calls.emplace_back("ListNamedStates",
+                       stub->ListNamedStates(&c, v1::ListNamedStatesRequest(), &out));
+  }
+  {
+    grpc::ClientContext c;
+    v1::DeleteNamedStateRequest r;
+    r.set_name("persona");
+    v1::DeleteNamedStateResponse out;
+    calls.emplace_back("DeleteNamedState", stub->DeleteNamedState(&c, r, &out));
+  }
   // Every method of the service, as the proto lists them, each refused (a
   // new RPC fails here until it is added above).
   const google::protobuf::ServiceDescriptor* service =
