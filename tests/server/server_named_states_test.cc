@@ -1,5 +1,5 @@
 // End to end: named states on a real server over gRPC. Read-only under 32
-// concurrent turns, an uploaded session file starting where the session
+// concurrent sessions and turns, an uploaded session file starting where the session
 // stood, the server's own states from --states_dir, the limits, hostile
 // uploads that store nothing, and states that outlive a restart without
 // becoming sessions. (Bit-identity with one prompt, for every kind:
@@ -106,7 +106,9 @@ std::string PayloadOf(v1::Linserve::Stub& stub, const std::string& state) {
   return record.ok() ? record->payload : "";
 }
 
-TEST(NamedStatesTest, ThirtyTwoConcurrentTurnsLeaveTheStateUnchanged) {
+// 32 sessions made from one named state at once, each with a prompt of its
+// own and a turn, beside 32 stateless turns from it: the state is unchanged.
+TEST(NamedStatesTest, ThirtyTwoConcurrentSessionsLeaveTheStateUnchanged) {
   auto server = Start(TinyModel(), FreshDir("named-read-only"));
   ASSERT_NE(server, nullptr);
   auto stub = server->Stub();
@@ -116,17 +118,33 @@ TEST(NamedStatesTest, ThirtyTwoConcurrentTurnsLeaveTheStateUnchanged) {
   ASSERT_FALSE(before.empty());
   const std::string greedy = RunGenerate(*stub, From("shared", "Q: ", 1)).text;
 
-  std::vector<std::thread> turns;
-  std::vector<grpc::Status> statuses(32);
+  std::vector<std::thread> threads;
+  std::vector<grpc::Status> sessions(32), turns(32), stateless(32);
   for (int i = 0; i < 32; ++i) {
-    turns.emplace_back([&, i] {
+    threads.emplace_back([&, i] {
       auto own = server->Stub();
-      statuses[i] = RunGenerate(*own, From("shared", "turn " + std::to_string(i), i + 1, 1.0f))
-                        .status;
+      grpc::ClientContext context;
+      v1::CreateSessionRequest create;
+      create.set_initial_state("shared");
+      create.set_prompt("user " + std::to_string(i) + ": ");
+      v1::Session session;
+      sessions[i] = own->CreateSession(&context, create, &session);
+      if (sessions[i].ok()) {
+        turns[i] = RunGenerate(*own, MakeRequest("hello", session.id(), 16, i + 1, 1.0f)).status;
+      }
+    });
+    threads.emplace_back([&, i] {
+      auto own = server->Stub();
+      stateless[i] =
+          RunGenerate(*own, From("shared", "turn " + std::to_string(i), i + 1, 1.0f)).status;
     });
   }
-  for (std::thread& t : turns) t.join();
-  for (int i = 0; i < 32; ++i) EXPECT_TRUE(statuses[i].ok()) << i << statuses[i].error_message();
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_TRUE(sessions[i].ok()) << i << sessions[i].error_message();
+    EXPECT_TRUE(turns[i].ok()) << i << turns[i].error_message();
+    EXPECT_TRUE(stateless[i].ok()) << i << stateless[i].error_message();
+  }
 
   EXPECT_EQ(PayloadOf(*stub, "shared"), before) << "a turn advanced the named state itself";
   EXPECT_EQ(RunGenerate(*stub, From("shared", "Q: ", 1)).text, greedy);
@@ -138,7 +156,7 @@ TEST(NamedStatesTest, ThirtyTwoConcurrentTurnsLeaveTheStateUnchanged) {
   EXPECT_EQ(again.digest(), made->digest());
   const std::string metrics = ScrapeMetrics(server->metrics_port()).value_or("");
   EXPECT_GE(MetricValue(metrics, "linserve_named_state_uses_total{name=\"\",scope=\"tenant\"}"),
-            32 + 2 + 2);
+            32 + 32 + 2 + 2);
   EXPECT_EQ(metrics.find("shared"), std::string::npos) << "a tenant's name reached /metrics";
 }
 
