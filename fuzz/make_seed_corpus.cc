@@ -372,6 +372,32 @@ void OpenAiRequestSeeds(const fs::path& dir) {
         R"("assistant":{"prefix":"A:","suffix":"\n"}},"stop":["\n"]})");
 }
 
+// State-tuning files of fuzz_tuned_state's shape (2 layers, 2 heads of 4):
+// RWKV-PEFT's .pth in float32 and bfloat16, ai00's transposed float16
+// safetensors, and the ways they go wrong.
+void TunedStateSeeds(const fs::path& dir) {
+  auto states = [](torch::ScalarType dtype, bool transposed) {
+    TensorMap tensors;
+    for (int layer = 0; layer < 2; ++layer) {
+      torch::Tensor m = torch::linspace(-1, 1, 32).reshape({2, 4, 4}) * (layer + 1) / 2;
+      if (transposed) m = m.transpose(1, 2).contiguous();
+      tensors["blocks." + std::to_string(layer) + ".att.time_state"] = m.to(dtype);
+    }
+    return tensors;
+  };
+  const std::string peft = SerializePth(states(torch::kFloat32, false));
+  Write(dir, "peft_float32", peft);
+  Write(dir, "peft_bfloat16", SerializePth(states(torch::kBFloat16, false)));
+  Write(dir, "ai00_float16", SerializeSafetensors(states(torch::kFloat16, true)));
+  Write(dir, "truncated", peft.substr(0, peft.size() / 2));
+  TensorMap wrong = states(torch::kFloat32, false);
+  wrong["blocks.1.att.time_state"] = torch::zeros({2, 4, 3});
+  Write(dir, "wrong_shape", SerializePth(wrong));
+  TensorMap nan = states(torch::kFloat32, false);
+  nan["blocks.0.att.time_state"][0][1][2] = std::numeric_limits<float>::quiet_NaN();
+  Write(dir, "nan", SerializePth(nan));
+}
+
 }  // namespace linserve
 
 int main(int argc, char** argv) {
@@ -389,5 +415,6 @@ int main(int argc, char** argv) {
   linserve::Utf8Seeds(root / "fuzz_utf8");
   linserve::OpenAiRequestSeeds(root / "fuzz_openai_request");
   linserve::QuantizedModelSeeds(root / "fuzz_quantized_model");
+  linserve::TunedStateSeeds(root / "fuzz_tuned_state");
   return 0;
 }
