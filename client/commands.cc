@@ -2,47 +2,15 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iostream>
-#include <iterator>
 #include <memory>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/strings/str_format.h"
+#include "client/command_support.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "linserve/v1/linserve.grpc.pb.h"
 
 namespace linserve {
 namespace {
-
-int Failed(const grpc::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", StatusCodeName(status.error_code()).c_str(),
-               status.error_message().c_str());
-  return 1;
-}
-
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "usage: %s\n", message.c_str());
-  return 2;
-}
-
-void PrintJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  std::printf("%s\n", json.c_str());
-}
-
-std::unique_ptr<v1::Linserve::Stub> StubOrNull(const ConnectionOptions& connection) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
-  if (!channel.ok()) {
-    std::fprintf(stderr, "error: %s\n", channel.status().ToString().c_str());
-    return nullptr;
-  }
-  return v1::Linserve::NewStub(*channel);
-}
 
 const char* ReasonName(v1::FinishReason reason) {
   switch (reason) {
@@ -104,10 +72,12 @@ int GenerateCommand(const ConnectionOptions& connection, const v1::GenerateReque
 }
 
 int SessionCommand(const ConnectionOptions& connection, const std::vector<std::string>& args,
-                   const std::string& prompt, int32_t page_size, const std::string& file) {
+                   const std::string& prompt, const std::string& initial_state, int32_t page_size,
+                   const std::string& file) {
   const std::string usage =
-      "linserve-client session create [--prompt=TEXT] | get ID | list [--page_size=N] | "
-      "delete ID | fork ID | export ID [--file=PATH] | import [--file=PATH]";
+      "linserve-client session create [--prompt=TEXT] [--initial_state=NAME] | get ID | "
+      "list [--page_size=N] | delete ID | fork ID | export ID [--file=PATH] | "
+      "import [--file=PATH]";
   if (args.empty()) return Usage(usage);
   const std::string& verb = args[0];
   const bool needs_id = verb == "get" || verb == "delete" || verb == "fork" || verb == "export";
@@ -122,6 +92,7 @@ int SessionCommand(const ConnectionOptions& connection, const std::vector<std::s
   if (verb == "create") {
     v1::CreateSessionRequest request;
     request.set_prompt(prompt);
+    request.set_initial_state(initial_state);
     status = stub->CreateSession(&context, request, &session);
   } else if (verb == "get") {
     v1::GetSessionRequest request;
@@ -173,14 +144,12 @@ int SessionCommand(const ConnectionOptions& connection, const std::vector<std::s
     }
     return 0;
   } else if (verb == "import") {
-    std::string bytes;
-    if (file.empty() || file == "-") {
-      bytes.assign(std::istreambuf_iterator<char>(std::cin), {});
-    } else {
-      std::ifstream in(file, std::ios::binary);
-      if (!in) return Failed(grpc::Status(grpc::StatusCode::NOT_FOUND, "cannot read " + file));
-      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    absl::StatusOr<std::string> input = ReadInput(file);
+    if (!input.ok()) {
+      return Failed(
+          grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(input.status().message())));
     }
+    const std::string& bytes = *input;
     auto writer = stub->ImportSession(&context, &session);
     constexpr size_t kChunk = 64 << 10;  // the server's default chunk limit
     for (size_t offset = 0; offset < bytes.size(); offset += kChunk) {

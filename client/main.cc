@@ -44,9 +44,12 @@ ABSL_FLAG(bool, logprobs, false, "generate: print each token's logprob on stderr
 ABSL_FLAG(int32_t, top_logprobs, 0, "generate: alternatives per token with --logprobs");
 
 // session
-ABSL_FLAG(std::string, prompt, "", "session create: text to prefill");
+ABSL_FLAG(std::string, prompt, "", "session create, state create: text to prefill");
+ABSL_FLAG(std::string, initial_state, "",
+          "generate, session create: start from this named state (see the state command)");
 ABSL_FLAG(int32_t, page_size, 100, "session list: sessions per page");
-ABSL_FLAG(std::string, file, "-", "session export/import: the state file (- is stdout/stdin)");
+ABSL_FLAG(std::string, file, "-",
+          "session export/import, state upload: the state file (- is stdout/stdin)");
 
 // health
 ABSL_FLAG(std::string, service, "", "health: service to ask about (\"\" is the whole server)");
@@ -80,6 +83,7 @@ constexpr const char* kUsage =
     "linserve-client COMMAND [flags]\n"
     "  generate [PROMPT|-]   stream a completion (prompt from the argument or stdin)\n"
     "  session create|get ID|list|delete ID|fork ID|export ID|import\n"
+    "  state create NAME|upload NAME|get NAME|list|delete NAME\n"
     "  model                 the served model's info (JSON)\n"
     "  health                exit 0 only when the server is SERVING\n"
     "  bench                 the load test (--concurrency or --rate, --requests or --duration)\n";
@@ -100,6 +104,7 @@ v1::GenerateRequest GenerateRequestFromFlags(std::string prompt) {
   v1::GenerateRequest r;
   r.set_prompt(std::move(prompt));
   r.set_session_id(absl::GetFlag(FLAGS_session));
+  r.set_initial_state(absl::GetFlag(FLAGS_initial_state));
   r.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
   v1::SamplingParams* s = r.mutable_sampling();
   if (!std::isnan(absl::GetFlag(FLAGS_temperature))) s->set_temperature(absl::GetFlag(FLAGS_temperature));
@@ -207,7 +212,11 @@ int Main(std::vector<char*> args) {
   }
   if (command == "session") {
     return SessionCommand(connection, rest, absl::GetFlag(FLAGS_prompt),
-                          absl::GetFlag(FLAGS_page_size), absl::GetFlag(FLAGS_file));
+                          absl::GetFlag(FLAGS_initial_state), absl::GetFlag(FLAGS_page_size),
+                          absl::GetFlag(FLAGS_file));
+  }
+  if (command == "state") {
+    return StateCommand(connection, rest, absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_file));
   }
   if (command == "model") return ModelCommand(connection);
   if (command == "health") {

@@ -99,6 +99,46 @@ TEST(ClientTest, SessionCommandsRoundTrip) {
   EXPECT_EQ(nlohmann::json::parse(model.out)["attention_kind"], "linear_elu");
 }
 
+TEST(ClientTest, StateCommandsRoundTrip) {
+  auto server = StartServer("client-states");
+  ASSERT_NE(server, nullptr);
+  ProcessResult made =
+      Client(*server, {"state", "create", "preamble", "--prompt=A system prompt, once."});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const nlohmann::json state = nlohmann::json::parse(made.out);
+  EXPECT_EQ(state["name"], "preamble");
+  EXPECT_EQ(state["source"], "prompt");
+  EXPECT_EQ(state["position"], "22");  // int64 fields are strings in proto JSON
+
+  // generate and session create start from it.
+  ProcessResult from_state = Client(*server, {"generate", "--initial_state=preamble",
+                                              "--max_new_tokens=8", "--temperature=0", "Go"});
+  ASSERT_EQ(from_state.exit_code, 0) << from_state.err;
+  ProcessResult session =
+      Client(*server, {"session", "create", "--initial_state=preamble"});
+  ASSERT_EQ(session.exit_code, 0) << session.err;
+  const std::string id = nlohmann::json::parse(session.out)["id"];
+  ProcessResult in_session = Client(
+      *server, {"generate", "--session=" + id, "--max_new_tokens=8", "--temperature=0", "Go"});
+  ASSERT_EQ(in_session.exit_code, 0) << in_session.err;
+  EXPECT_EQ(in_session.out, from_state.out);
+
+  // An exported session uploaded as a state.
+  const std::string file = FreshDir("client-state-upload") + "/s.state";
+  ASSERT_EQ(Client(*server, {"session", "export", id, "--file=" + file}).exit_code, 0);
+  ProcessResult uploaded = Client(*server, {"state", "upload", "exported", "--file=" + file});
+  ASSERT_EQ(uploaded.exit_code, 0) << uploaded.err;
+  EXPECT_EQ(nlohmann::json::parse(uploaded.out)["source"], "state_file");
+  ProcessResult listed = Client(*server, {"state", "list"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(std::count(listed.out.begin(), listed.out.end(), '\n'), 2);
+  ASSERT_EQ(Client(*server, {"state", "delete", "preamble"}).exit_code, 0);
+  ProcessResult gone = Client(*server, {"state", "get", "preamble"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("NOT_FOUND"), std::string::npos) << gone.err;
+  EXPECT_EQ(Client(*server, {"state", "create"}).exit_code, 2) << "usage";
+}
+
 void ExpectOrdered(const nlohmann::json& d, const std::string& name) {
   for (const char* key : {"count", "mean", "p50", "p90", "p99", "max"}) {
     EXPECT_TRUE(d.contains(key)) << name << " lacks " << key;
