@@ -81,9 +81,12 @@ absl::Status NamedStates::LoadGlobal(const std::string& dir) {
     if (global_.contains(name)) {
       return failed(absl::AlreadyExistsError(absl::StrCat("another file is also named ", name)));
     }
-    if (std::filesystem::file_size(path, error) > static_cast<uint64_t>(options_.max_state_bytes)) {
+    // Bounded before it is read: a stray large file must not be loaded whole.
+    const std::uintmax_t size = std::filesystem::file_size(path, error);
+    if (error) return failed(absl::NotFoundError(error.message()));
+    if (size > static_cast<std::uintmax_t>(options_.max_state_bytes)) {
       return failed(absl::InvalidArgumentError(absl::StrCat(
-          "larger than max_state_bytes = ", options_.max_state_bytes)));
+          size, " bytes is larger than max_state_bytes = ", options_.max_state_bytes)));
     }
     absl::StatusOr<std::string> bytes = ReadFile(path.string());
     if (!bytes.ok()) return failed(bytes.status());
