@@ -1,6 +1,7 @@
 #include "engine/formats/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <torch/types.h>
 #include <unistd.h>
@@ -410,6 +411,27 @@ absl::Status SyncDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Asks the kernel to map the whole pages inside [p, p + n) for writing in one
+// call. A fresh tensor of a state file's size (a 64x64 float64 matrix per
+// head: 128 KiB and up) is memory the allocator just took from the kernel,
+// and touching it page by page costs a fault per 4 KiB page: on a virtual
+// machine, about 10 us each, 1.3 ms for a 538 KB state against 0.6 ms when
+// mapped in one call. Best effort: kernels before 5.14 refuse the advice and
+// the pages fault in as before.
+void PrefaultForWrite(void* p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  constexpr size_t kMinBytes = size_t{64} << 10;
+  if (n < kMinBytes) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes) {
@@ -444,6 +466,7 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes) {
       return Corrupt("tensor '", name, "' holds a BOOL byte other than 0 or 1");
     }
     at::Tensor tensor = torch::empty(e.shape, torch::dtype(e.dtype));
+    PrefaultForWrite(tensor.data_ptr(), src.size());
     if (!src.empty()) std::memcpy(tensor.data_ptr(), src.data(), src.size());
     contents.tensors.emplace(name, std::move(tensor));
   }

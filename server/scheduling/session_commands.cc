@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/language_model.h"
-#include "server/sessions/state_restore.h"
 
 namespace linserve {
 namespace {
@@ -138,14 +137,9 @@ void SessionCommands::Export(const std::string& tenant, const std::string& id,
                     });
 }
 
-void SessionCommands::Import(const std::string& tenant, SessionRecord record,
+void SessionCommands::Import(const std::string& tenant, SessionRecord record, State state,
                              const Done<SessionInfo>& done) {
-  absl::StatusOr<State> state = RestoreState(record, model_);
-  if (!state.ok()) {
-    return done(absl::DataLossError(
-        absl::StrCat("the imported state file: ", state.status().message())));
-  }
-  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, *std::move(state));
+  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, std::move(state));
   if (!session.ok()) return done(session.status());
   Session& imported = **session;
   imported.position = record.position;

@@ -38,8 +38,10 @@ class SessionCommands {
   void Fork(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
   // The session's state file, as the store holds it.
   void Export(const std::string& tenant, const std::string& id, const Done<std::string>& done);
-  // `record` has passed DecodeStateFileOfModel; the session gets a new id.
-  void Import(const std::string& tenant, SessionRecord record, const Done<SessionInfo>& done);
+  // `record` has passed DecodeStateFileOfModel and `state` is its payload
+  // restored (RestoreState); the session gets a new id.
+  void Import(const std::string& tenant, SessionRecord record, State state,
+              const Done<SessionInfo>& done);
 
  private:
   const LanguageModel& model_;

@@ -114,16 +114,20 @@ TEST_P(StateTest, NaNOrInfInAnyTensorIsDataLossNamingIt) {
     for (size_t i = 0; i < state.layers[layer].size(); ++i) {
       const torch::Tensor& t = state.layers[layer][i];
       if (!t.is_floating_point() || t.numel() == 0) continue;
-      for (float value : bad) {
-        State poisoned = CloneState(state);
-        poisoned.layers[layer][i].view({-1})[t.numel() / 2] = value;
-        auto restored = model_->DeserializeState(model_->SerializeState(poisoned));
-        ASSERT_EQ(restored.status().code(), absl::StatusCode::kDataLoss)
-            << "layer " << layer << " tensor " << i << " value " << value;
-        EXPECT_NE(restored.status().message().find("layers." + std::to_string(layer) + "."),
-                  std::string::npos)
-            << restored.status();
-        EXPECT_NE(restored.status().message().find("NaN or Inf"), std::string::npos);
+      // The first, a middle and the last value: the scan's vector body and
+      // its tail alike.
+      for (const int64_t at : {int64_t{0}, t.numel() / 2, t.numel() - 1}) {
+        for (float value : bad) {
+          State poisoned = CloneState(state);
+          poisoned.layers[layer][i].view({-1})[at] = value;
+          auto restored = model_->DeserializeState(model_->SerializeState(poisoned));
+          ASSERT_EQ(restored.status().code(), absl::StatusCode::kDataLoss)
+              << "layer " << layer << " tensor " << i << " value " << value << " at " << at;
+          EXPECT_NE(restored.status().message().find("layers." + std::to_string(layer) + "."),
+                    std::string::npos)
+              << restored.status();
+          EXPECT_NE(restored.status().message().find("NaN or Inf"), std::string::npos);
+        }
       }
     }
   }
