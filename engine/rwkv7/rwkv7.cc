@@ -260,7 +260,7 @@ torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& mixed, torch::Tenso
     y = WkvStep(step(r), step(gates.w), step(k), step(v), step(gates.kk), step(gates.a), wkv)
             .view({B, T, H, N});
   } else {
-    y = WkvChunked(heads(r), heads(gates.w), heads(k), heads(v), heads(gates.kk), heads(gates.a),
+    y = WkvPrefill(heads(r), heads(gates.w), heads(k), heads(v), heads(gates.kk), heads(gates.a),
                    wkv, chunk);
   }
   if (wkv.is_cpu()) {

@@ -77,4 +77,27 @@ torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w, con
       .narrow(1, 0, T);
 }
 
+torch::Tensor WkvSteps(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
+                       const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                       torch::Tensor& S) {
+  const int64_t T = r.size(1);
+  const torch::Tensor w = log_w.exp();
+  torch::Tensor s = S.clone(at::MemoryFormat::Contiguous);  // the caller's S is never written
+  std::vector<torch::Tensor> y;
+  y.reserve(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    auto at = [t](const torch::Tensor& x) { return x.select(1, t).contiguous(); };
+    y.push_back(WkvStep(at(r), at(w), at(k), at(v), at(kk), at(a), s));
+  }
+  S = s;
+  return torch::stack(y, 1);
+}
+
+torch::Tensor WkvPrefill(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
+                         const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                         torch::Tensor& S, int64_t L) {
+  if (S.is_cpu()) return WkvSteps(r, log_w, k, v, kk, a, S);
+  return WkvChunked(r, log_w, k, v, kk, a, S, L);
+}
+
 }  // namespace linserve

@@ -37,7 +37,28 @@ torch::Tensor WkvStep(const torch::Tensor& r, const torch::Tensor& w, const torc
 // and 1/g is exact to float32 rounding (log-decays summed in float64) and at
 // most e^(0.61 L); every ratio that survives the masks is at most 1.
 // Inputs (B, T, H, N), `log_w` the log-decays; returns y (B, T, H, N).
+// S is replaced, never written.
 torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
+                         const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                         torch::Tensor& S, int64_t L);
+
+// The same tokens one WkvStep at a time (on the CPU, WkvStepCpu: one pass
+// over each session's and head's state per token). S is replaced, never
+// written. Same inputs and result as WkvChunked.
+torch::Tensor WkvSteps(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
+                       const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                       torch::Tensor& S);
+
+// A prompt's WKV: stepped on the CPU, chunked elsewhere. On the CPU the
+// chunked form lost to stepping at every length measured (0.1B shape,
+// bfloat16, one session, whole prefill, bench/RESULTS.md): a chunk's algebra
+// (twenty-odd LibTorch operations, float64 exponentials, a triangular
+// solve) costs about as much for 1 token as for 32, which made a 16-token
+// prompt's prefill 3.6 times a decode step, while the fused step is one pass
+// over 16 KiB per head and token. Stepping also gives a prompt the same bits
+// however it is cut into pieces. A device that runs the chunk's products in
+// parallel is where the chunked form pays.
+torch::Tensor WkvPrefill(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                          torch::Tensor& S, int64_t L);
 
