@@ -81,13 +81,16 @@ torch::Tensor WkvSteps(const torch::Tensor& r, const torch::Tensor& log_w, const
                        const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                        torch::Tensor& S) {
   const int64_t T = r.size(1);
-  const torch::Tensor w = log_w.exp();
+  // (B, T, H, N) -> (T, B, H, N) once, so that each token's rows are one
+  // contiguous (B, H, N) view rather than six copies per token.
+  auto by_token = [](const torch::Tensor& x) { return x.transpose(0, 1).contiguous(); };
+  const torch::Tensor rt = by_token(r), wt = by_token(log_w.exp()), kt = by_token(k),
+                      vt = by_token(v), kkt = by_token(kk), rate = by_token(a);
   torch::Tensor s = S.clone(at::MemoryFormat::Contiguous);  // the caller's S is never written
   std::vector<torch::Tensor> y;
   y.reserve(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
-    auto at = [t](const torch::Tensor& x) { return x.select(1, t).contiguous(); };
-    y.push_back(WkvStep(at(r), at(w), at(k), at(v), at(kk), at(a), s));
+    y.push_back(WkvStep(rt[t], wt[t], kt[t], vt[t], kkt[t], rate[t], s));
   }
   S = s;
   return torch::stack(y, 1);
