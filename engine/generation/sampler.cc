@@ -75,7 +75,7 @@ struct SamplingKernels {
   void (*weights)(const SamplingWeightsArgs&);
   int64_t (*select)(const float*, int64_t, float, int32_t*);
   SamplingMass (*mass_at_least)(const float*, int64_t, float, double*);
-  int64_t (*select_between)(const float*, int64_t, float, float, int32_t*);
+  int64_t (*select_between)(const float*, int64_t, float, float, bool, int32_t*, float*);
 };
 
 const SamplingKernels& Kernels() {
@@ -277,7 +277,7 @@ Sampler::Kept Sampler::Filter(absl::Span<const float> logits) {
 
   double total = 0.0;
   for (double sum : block_sums_) total += sum;
-  if (top_p && !top_k && SearchTopP(params_.top_p * total, kept)) return kept;
+  if (top_p && !top_k && SearchTopP(params_.top_p * total, total, kept)) return kept;
   for (int t = 0;; ++t) {
     const bool last = t + 1 == kSelectTries;
     SelectAtLeast(kSelectThresholds[t]);
@@ -305,53 +305,62 @@ Sampler::Kept Sampler::KeepFirst(int64_t count) {
 }
 
 // Top-p alone, for rows whose nucleus is wide (a flat distribution keeps
-// thousands of ids at top_p 0.3): vectorized passes that only count and sum
-// narrow a range of weights [lo, hi) with the mass at or above lo reaching the
-// threshold and the mass at or above hi short of it, first by octaves of the
-// top weight, then by halving the range's bit patterns, until at most kBand
-// ids lie in it. Every id at or above hi is kept; of the band, only its few
-// ids are fetched and sorted, and kept most probable first until the mass
-// reaches the threshold. The sums are summed as the block sums are, so they
-// agree with a sorted walk but for rounding; should the band's sum fall a
-// rounding short, this gives up and the selection decides.
-bool Sampler::SearchTopP(double threshold, Kept& kept) {
+// thousands of ids at top_p 0.3). It brackets the boundary weight in a range
+// [lo, hi) with the mass at or above lo reaching the threshold and the mass at
+// or above hi short of it, by vectorized passes over the row that only count
+// and sum (BracketTopP). It then gathers the range's ids and weights (one
+// pass) and halves the range's bit patterns on those alone, until at most
+// kBand ids lie in it. Every id at or above hi is kept; of the band, only its
+// few ids are sorted, and kept most probable first until the mass reaches the
+// threshold. The sums agree with a sorted walk's but for rounding; should the
+// band's sum fall a rounding short, this gives up and the selection decides.
+bool Sampler::SearchTopP(double threshold, double total, Kept& kept) {
   constexpr int64_t kBand = 64;
   const SamplingKernels& kernels = Kernels();
   const float* weights = weights_.data();
   const auto n = static_cast<int64_t>(weights_.size());
-  uint32_t hi = BitsOf(1.0f) + 1;  // above every weight
-  SamplingMass at_hi;
-  uint32_t lo = 0;
-  SamplingMass at_lo;
-  // Each pass writes its block sums to probe_sums_; those of the pass that
-  // becomes hi are kept in kept_sums_, the sums a draw needs.
-  const size_t blocks = block_sums_.size();
-  kept_sums_.assign(blocks, 0.0);
-  probe_sums_.resize(blocks);
-  auto probe = [&](uint32_t bits) {
-    const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(bits), probe_sums_.data());
+  Bracket range = BracketTopP(threshold, total);
+  if (range.lo == 0) return false;
+
+  // The mass at or above a bit pattern inside the range is the mass at or
+  // above its top plus what is gathered at or above the pattern.
+  if (static_cast<int64_t>(ids_.size()) < n) ids_.resize(n);
+  if (static_cast<int64_t>(gathered_.size()) < n) gathered_.resize(n);
+  // Dense where the range holds an id per 32 of the row or more.
+  const bool dense = (range.at_lo.count - range.at_hi.count) * 32 >= n;
+  const int64_t gathered = kernels.select_between(weights, n, FloatOf(range.lo), FloatOf(range.hi),
+                                                  dense, ids_.data(), gathered_.data());
+  const uint32_t top = range.hi;
+  const SamplingMass above_top = range.at_hi;
+  while (range.at_lo.count - range.at_hi.count > kBand && range.hi - range.lo > 1) {
+    const uint32_t mid = range.lo + (range.hi - range.lo) / 2;
+    SamplingMass at = kernels.mass_at_least(gathered_.data(), gathered, FloatOf(mid), nullptr);
+    at.count += above_top.count;
+    at.mass += above_top.mass;
     if (at.mass >= threshold) {
-      lo = bits;
-      at_lo = at;
+      range.lo = mid;
+      range.at_lo = at;
     } else {
-      hi = bits;
-      at_hi = at;
-      kept_sums_.swap(probe_sums_);
+      range.hi = mid;
+      range.at_hi = at;
     }
-  };
-  float t = 1.0f;
-  for (int octave = 0; octave < 126 && lo == 0; ++octave, t *= 0.5f) probe(BitsOf(t));
-  if (lo == 0) return false;
-  while (at_lo.count - at_hi.count > kBand && hi - lo > 1) probe(lo + (hi - lo) / 2);
-  const float high = FloatOf(hi);
-  band_.resize(n);
-  band_.resize(kernels.select_between(weights, n, FloatOf(lo), high, band_.data()));
+  }
+  // The kept mass per block, as a pass over the row sums it: what a draw
+  // walks, and the mass the band's sorted walk starts from.
+  const float high = FloatOf(range.hi);
+  if (range.hi != top) range.at_hi = kernels.mass_at_least(weights, n, high, kept_sums_.data());
+  // The band: the gathered weights in [lo, hi), found by their positions.
+  if (static_cast<int64_t>(positions_.size()) < gathered) positions_.resize(gathered);
+  const int64_t in_band = kernels.select_between(gathered_.data(), gathered, FloatOf(range.lo),
+                                                 high, /*dense=*/true, positions_.data(), nullptr);
+  band_.clear();
   order_.clear();
-  for (size_t i = 0; i < band_.size(); ++i) {
-    order_.push_back({weights[band_[i]], static_cast<int32_t>(i)});
+  for (int64_t k = 0; k < in_band; ++k) {
+    order_.push_back({gathered_[positions_[k]], static_cast<int32_t>(k)});
+    band_.push_back(ids_[positions_[k]]);
   }
   std::sort(order_.begin(), order_.end(), MoreProbable<Candidate>);
-  double reached = at_hi.mass;
+  double reached = range.at_hi.mass;
   size_t take = 0;
   while (take < order_.size() && reached < threshold) reached += order_[take++].weight;
   if (reached < threshold) {
@@ -371,6 +380,82 @@ bool Sampler::SearchTopP(double threshold, Kept& kept) {
   for (int32_t id : band_) kept_sums_[id / kSamplingBlock] += weights[id];
   kept.block_sums = &kept_sums_;
   return true;
+}
+
+// Each probe is one pass over the row; kept_sums_ ends with the block sums of
+// the probe at hi. Where the threshold is under kWide (a nucleus that may be a
+// few ids: a trained model's rows) the octaves of the top weight come first,
+// most selective first. Where it is kWide or more, every weight being at most
+// the top's 1, the nucleus holds at least that many ids, so a sample of the
+// row sees a good many of them: the boundary is guessed from it and checked a
+// quarter octave either side, two passes where halving octaves took five or
+// more. A guess that misses still narrows the range, and the octaves go on
+// from where it left the range open.
+Sampler::Bracket Sampler::BracketTopP(double threshold, double total) {
+  constexpr double kWide = 256.0;
+  constexpr uint32_t kGuessSpread = uint32_t{1} << 21;  // a quarter octave of bit patterns
+  constexpr float kLowestOctave = 0x1p-125f;
+  const uint32_t above_all = BitsOf(1.0f) + 1;
+  const SamplingKernels& kernels = Kernels();
+  const float* weights = weights_.data();
+  const auto n = static_cast<int64_t>(weights_.size());
+  Bracket range;
+  range.hi = above_all;
+  const size_t blocks = block_sums_.size();
+  kept_sums_.assign(blocks, 0.0);
+  probe_sums_.resize(blocks);
+  auto probe = [&](uint32_t bits) {
+    if (bits <= range.lo || bits >= range.hi) return;  // decided already
+    const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(bits), probe_sums_.data());
+    if (at.mass >= threshold) {
+      range.lo = bits;
+      range.at_lo = at;
+    } else {
+      range.hi = bits;
+      range.at_hi = at;
+      kept_sums_.swap(probe_sums_);
+    }
+  };
+  if (threshold >= kWide) {
+    const uint32_t guess = SampledBoundary(threshold / total);
+    if (guess > kGuessSpread) {
+      probe(guess - kGuessSpread);
+      if (range.lo != 0) probe(guess + kGuessSpread);
+    }
+  }
+  // Down from the top while the range is open above; then on down from hi.
+  for (float t = 1.0f; range.hi == above_all && t >= kLowestOctave; t *= 0.5f) probe(BitsOf(t));
+  for (float t = FloatOf(range.hi) * 0.5f; range.lo == 0 && t >= kLowestOctave; t *= 0.5f) {
+    probe(BitsOf(t));
+  }
+  return range;
+}
+
+// Where the boundary lies in every kSampleStride-th weight: the bit pattern,
+// within a few thousandths of an octave, at or above which the sample's mass
+// reaches `share` of the sample's whole mass. 0 where the sample is all 0.
+// Its passes run over n / kSampleStride weights.
+uint32_t Sampler::SampledBoundary(double share) {
+  constexpr int64_t kSampleStride = 16;
+  constexpr uint32_t kPrecision = uint32_t{1} << 14;
+  const SamplingKernels& kernels = Kernels();
+  sample_.clear();
+  for (size_t i = kSampleStride / 2; i < weights_.size(); i += kSampleStride) {
+    sample_.push_back(weights_[i]);
+  }
+  const auto m = static_cast<int64_t>(sample_.size());
+  const double target = share * kernels.mass_at_least(sample_.data(), m, kAnyPositive, nullptr).mass;
+  if (!(target > 0.0)) return 0;
+  uint32_t lo = 0, hi = BitsOf(1.0f) + 1;
+  while (hi - lo > kPrecision) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (kernels.mass_at_least(sample_.data(), m, FloatOf(mid), nullptr).mass >= target) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
 }
 
 // +inf outweighs everything finite: the mass is shared among the +inf ids,
@@ -400,8 +485,9 @@ Sampler::Kept Sampler::FilterInfinite(absl::Span<const float> logits) {
 
 void Sampler::SelectAtLeast(float threshold) {
   const auto n = static_cast<int64_t>(weights_.size());
-  selected_.resize(n);
-  selected_.resize(Kernels().select(weights_.data(), n, threshold, selected_.data()));
+  if (static_cast<int64_t>(ids_.size()) < n) ids_.resize(n);
+  const int64_t count = Kernels().select(weights_.data(), n, threshold, ids_.data());
+  selected_.assign(ids_.begin(), ids_.begin() + count);
   order_.clear();
   for (size_t i = 0; i < selected_.size(); ++i) {
     order_.push_back({weights_[selected_[i]], static_cast<int32_t>(i)});

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/generation/sampling_kernel.h"
 
 namespace linserve {
 
@@ -131,9 +132,20 @@ class Sampler {
   // The first `prefix` of order_ after it: the top_k, then the top_p.
   int64_t KeepTopK(int64_t count);
   int64_t KeepTopP(int64_t count, double total);
+  // A range of weights [lo, hi) (as bit patterns) whose mass at or above lo
+  // reaches top-p's threshold and at or above hi falls short of it; lo is 0
+  // where no weight's does.
+  struct Bracket {
+    uint32_t lo = 0;
+    uint32_t hi = 0;
+    SamplingMass at_lo;
+    SamplingMass at_hi;
+  };
   // Top-p alone by searching for its boundary weight; false where the sums
-  // left it undecided (the selection decides then).
-  bool SearchTopP(double threshold, Kept& kept);
+  // left it undecided (the selection decides then). `total` is the row's mass.
+  bool SearchTopP(double threshold, double total, Kept& kept);
+  Bracket BracketTopP(double threshold, double total);
+  uint32_t SampledBoundary(double share);
   // The first `count` of order_ are kept, less those min-p drops.
   Kept KeepFirst(int64_t count);
   int64_t Draw(const Kept& kept, double u) const;
@@ -153,6 +165,10 @@ class Sampler {
   std::vector<int32_t> band_kept_;   // scratch: the band's kept ids, swapped into band_
   std::vector<double> kept_sums_;    // SearchTopP's kept mass per block
   std::vector<double> probe_sums_;   // its passes' block sums
+  std::vector<int32_t> ids_;         // scratch for n ids, never shrunk (no zero fill per call)
+  std::vector<float> gathered_;      // SearchTopP's weights in its range, by id
+  std::vector<int32_t> positions_;   // the band's places in gathered_
+  std::vector<float> sample_;        // SampledBoundary's sample of the row
 };
 
 }  // namespace linserve

@@ -65,13 +65,17 @@ int64_t SamplingSelectAvx512(const float* weights, int64_t n, float threshold, i
 int64_t SamplingSelectAvx2(const float* weights, int64_t n, float threshold, int32_t* ids);
 int64_t SamplingSelectPortable(const float* weights, int64_t n, float threshold, int32_t* ids);
 
-// The same for the ids with lo <= weights[i] < hi (weights >= 0, lo <= hi).
+// The same for the ids with lo <= weights[i] < hi (weights >= 0, lo <= hi),
+// and, with values, their weights to values (room for n). `dense` where a
+// good share of the blocks of 16 are expected to hold one (a pass without a
+// branch per block, which would mispredict), else a pass that skips the empty
+// blocks.
 int64_t SamplingSelectBetweenAvx512(const float* weights, int64_t n, float lo, float hi,
-                                    int32_t* ids);
+                                    bool dense, int32_t* ids, float* values);
 int64_t SamplingSelectBetweenAvx2(const float* weights, int64_t n, float lo, float hi,
-                                  int32_t* ids);
+                                  bool dense, int32_t* ids, float* values);
 int64_t SamplingSelectBetweenPortable(const float* weights, int64_t n, float lo, float hi,
-                                      int32_t* ids);
+                                      bool dense, int32_t* ids, float* values);
 
 }  // namespace linserve
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/cpu_kernels.h"
@@ -184,6 +185,30 @@ TEST_P(SamplerReferenceTest, DrawFrequenciesFollowTheReferenceDistribution) {
   }
 }
 
+// Top-p on a wide nucleus starts from a guess made on every 16th id
+// (Sampler::SampledBoundary). Rows whose sampled ids stand apart from the
+// rest mislead it high or low; the search must still keep exactly the
+// reference's nucleus.
+TEST(SamplerReferenceTest, TopPKeepsTheReferenceNucleusWhereTheSampleMisleads) {
+  constexpr int64_t kVocab = 65536;
+  std::mt19937_64 rng(6);
+  for (float shift : {-3.0f, -1.0f, 1.0f, 3.0f, 8.0f}) {
+    for (float top_p : {0.3f, 0.9f}) {
+      std::vector<float> logits = RandomLogitsRow(kVocab, /*peaked=*/false, rng);
+      for (int64_t id = 0; id < kVocab; ++id) {
+        if (id % 16 == 8) logits[id] += shift;
+      }
+      const SamplingParams params = Params(1.0f, 0, top_p, 0.0f);
+      const std::vector<int64_t> history = History(kVocab, rng);
+      const std::vector<TokenProbability> got = Sampler(params).Probabilities(logits, history);
+      const std::vector<TokenProbability> want =
+          ReferenceSampler(params).Probabilities(logits, history);
+      EXPECT_LT(TotalVariation(got, want), 1e-5) << "shift " << shift << ", top_p " << top_p;
+      EXPECT_EQ(got.size(), want.size()) << "shift " << shift << ", top_p " << top_p;
+    }
+  }
+}
+
 TEST_P(SamplerReferenceTest, SamplingInPlaceLeavesTheRowAsItWas) {
   const int64_t vocab = GetParam();
   std::mt19937_64 rng(5);
@@ -292,6 +317,50 @@ TEST(SamplingKernelTest, EveryFamilyGivesTheSameBits) {
     EXPECT_EQ(ids, want_ids) << CpuKernelsName(f.kernels);
   }
   EXPECT_GE(ran, 1);
+}
+
+// SamplingSelectBetween, dense and sparse, in every family: the ids a plain
+// loop finds, ascending, with their weights.
+TEST(SamplingKernelTest, EveryFamilySelectsTheIdsAPlainLoopFinds) {
+  using BetweenFn = int64_t (*)(const float*, int64_t, float, float, bool, int32_t*, float*);
+  const std::pair<CpuKernels, BetweenFn> families[] = {
+      {CpuKernels::kPortable, SamplingSelectBetweenPortable},
+      {CpuKernels::kAvx2, SamplingSelectBetweenAvx2},
+      {CpuKernels::kAvx512, SamplingSelectBetweenAvx512}};
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> weights(65536 + 37);  // a tail past the last block of 16
+  for (float& w : weights) w = uniform(rng);
+  weights[5] = 0.0f;
+  weights[6] = 1.0f;
+  const auto n = static_cast<int64_t>(weights.size());
+  const std::pair<float, float> ranges[] = {
+      {0.25f, 0.75f}, {0.5f, 0.5001f}, {0.0f, 0x1p-30f}, {0.0f, 2.0f}, {0.3f, 0.3f}};
+  for (const auto& [lo, hi] : ranges) {
+    std::vector<int32_t> want_ids;
+    std::vector<float> want_values;
+    for (int64_t i = 0; i < n; ++i) {
+      if (weights[i] >= lo && weights[i] < hi) {
+        want_ids.push_back(static_cast<int32_t>(i));
+        want_values.push_back(weights[i]);
+      }
+    }
+    for (const auto& [kernels, between] : families) {
+      if (ActiveCpuKernels() < kernels) continue;
+      for (bool dense : {false, true}) {
+        std::vector<int32_t> ids(n);
+        std::vector<float> values(n);
+        const int64_t count = between(weights.data(), n, lo, hi, dense, ids.data(), values.data());
+        ids.resize(count);
+        values.resize(count);
+        EXPECT_EQ(ids, want_ids) << CpuKernelsName(kernels) << " [" << lo << ", " << hi << ")";
+        EXPECT_EQ(values, want_values) << CpuKernelsName(kernels);
+        std::vector<int32_t> ids_only(n);
+        ids_only.resize(between(weights.data(), n, lo, hi, dense, ids_only.data(), nullptr));
+        EXPECT_EQ(ids_only, want_ids) << CpuKernelsName(kernels);
+      }
+    }
+  }
 }
 
 }  // namespace
