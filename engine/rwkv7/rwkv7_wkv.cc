@@ -87,6 +87,11 @@ torch::Tensor WkvSteps(const torch::Tensor& r, const torch::Tensor& log_w, const
   const torch::Tensor rt = by_token(r), wt = by_token(log_w.exp()), kt = by_token(k),
                       vt = by_token(v), kkt = by_token(kk), rate = by_token(a);
   torch::Tensor s = S.clone(at::MemoryFormat::Contiguous);  // the caller's S is never written
+  if (s.is_cpu()) {
+    const torch::Tensor y = WkvStepsCpu(rt, wt, kt, vt, kkt, rate, s);
+    S = s;
+    return y.transpose(0, 1).contiguous();
+  }
   std::vector<torch::Tensor> y;
   y.reserve(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {

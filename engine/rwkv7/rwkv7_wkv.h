@@ -42,9 +42,10 @@ torch::Tensor WkvChunked(const torch::Tensor& r, const torch::Tensor& log_w, con
                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                          torch::Tensor& S, int64_t L);
 
-// The same tokens one WkvStep at a time (on the CPU, WkvStepCpu: one pass
-// over each session's and head's state per token). S is replaced, never
-// written. Same inputs and result as WkvChunked.
+// The same tokens one WkvStep at a time (on the CPU, WkvStepsCpu: every token
+// in one call, one pass over each session's and head's state per token, the
+// bits of WkvStepCpu's). S is replaced, never written. Same inputs and result
+// as WkvChunked.
 torch::Tensor WkvSteps(const torch::Tensor& r, const torch::Tensor& log_w, const torch::Tensor& k,
                        const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                        torch::Tensor& S);

@@ -83,41 +83,69 @@ __attribute__((target("avx512f"))) void HeadAvx512(const Head& h, int64_t N) {
   }
 }
 
+// T tokens of B * H heads in order: inputs (T, heads, N) contiguous, y the
+// same shape; S (heads, N, N) updated in place through all of them.
+void RunTokens(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
+               const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+               torch::Tensor& S, torch::Tensor& y, int64_t T) {
+  const int64_t N = S.size(-1), heads = S.numel() / (N * N);  // heads: B * H
+  // b = kk a, one head at a time: the same products as a whole-tensor
+  // multiply, without its dispatch and allocation at every step.
+  std::vector<float> b(N);
+  // The AVX-512 loop sums in another order than the plain one: each gives
+  // its own bits (docs/DESIGN.md, "What is bit-identical").
+  const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t at = (t * heads + h) * N;
+      const float *kk_h = kk.data_ptr<float>() + at, *a_h = a.data_ptr<float>() + at;
+      for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
+      const Head head{r.data_ptr<float>() + at, w.data_ptr<float>() + at,
+                      k.data_ptr<float>() + at, v.data_ptr<float>() + at, kk_h, b.data(),
+                      S.data_ptr<float>() + h * N * N, y.data_ptr<float>() + at};
+      if (wide) {
+        HeadAvx512(head, N);
+      } else {
+        HeadPlain(head, N);
+      }
+    }
+  }
+}
+
+void CheckCpuFloat(std::initializer_list<const torch::Tensor*> tensors, const char* function) {
+  for (const torch::Tensor* t : tensors) {
+    TORCH_CHECK(t->is_cpu() && t->scalar_type() == torch::kFloat32, function,
+                ": float32 CPU tensors only");
+  }
+}
+
 }  // namespace
 
 torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                          torch::Tensor& S) {
-  const int64_t N = S.size(-1), heads = S.numel() / (N * N);  // heads: B * H
-  for (const torch::Tensor* t :
-       std::initializer_list<const torch::Tensor*>{&r, &w, &k, &v, &kk, &a, &S}) {
-    TORCH_CHECK(t->is_cpu() && t->scalar_type() == torch::kFloat32,
-                "WkvStepCpu: float32 CPU tensors only");
-  }
+  const int64_t N = S.size(-1), heads = S.numel() / (N * N);
+  CheckCpuFloat({&r, &w, &k, &v, &kk, &a, &S}, "WkvStepCpu");
   TORCH_CHECK(r.numel() == heads * N && S.size(-2) == N, "WkvStepCpu: shapes ", r.sizes(), " and ",
               S.sizes());
-  const torch::Tensor r_c = r.contiguous(), w_c = w.contiguous(), k_c = k.contiguous();
-  const torch::Tensor v_c = v.contiguous(), kk_c = kk.contiguous(), a_c = a.contiguous();
-  // b = kk a, one head at a time: the same products as a whole-tensor
-  // multiply, without its dispatch and allocation at every step.
-  std::vector<float> b(N);
   if (!S.is_contiguous()) S = S.contiguous();
-  torch::Tensor y = torch::empty_like(r_c);
-  // The AVX-512 loop sums in another order than the plain one: each gives
-  // its own bits (docs/DESIGN.md, "What is bit-identical").
-  const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
-  for (int64_t h = 0; h < heads; ++h) {
-    const float *kk_h = kk_c.data_ptr<float>() + h * N, *a_h = a_c.data_ptr<float>() + h * N;
-    for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
-    const Head head{r_c.data_ptr<float>() + h * N, w_c.data_ptr<float>() + h * N,
-                    k_c.data_ptr<float>() + h * N, v_c.data_ptr<float>() + h * N, kk_h, b.data(),
-                    S.data_ptr<float>() + h * N * N, y.data_ptr<float>() + h * N};
-    if (wide) {
-      HeadAvx512(head, N);
-    } else {
-      HeadPlain(head, N);
-    }
-  }
+  torch::Tensor y = torch::empty_like(r, at::MemoryFormat::Contiguous);
+  RunTokens(r.contiguous(), w.contiguous(), k.contiguous(), v.contiguous(), kk.contiguous(),
+            a.contiguous(), S, y, 1);
+  return y;
+}
+
+torch::Tensor WkvStepsCpu(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
+                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                          torch::Tensor& S) {
+  const int64_t N = S.size(-1), heads = S.numel() / (N * N), T = r.size(0);
+  CheckCpuFloat({&r, &w, &k, &v, &kk, &a, &S}, "WkvStepsCpu");
+  TORCH_CHECK(r.numel() == T * heads * N && S.size(-2) == N, "WkvStepsCpu: shapes ", r.sizes(),
+              " and ", S.sizes());
+  if (!S.is_contiguous()) S = S.contiguous();
+  torch::Tensor y = torch::empty_like(r, at::MemoryFormat::Contiguous);
+  RunTokens(r.contiguous(), w.contiguous(), k.contiguous(), v.contiguous(), kk.contiguous(),
+            a.contiguous(), S, y, T);
   return y;
 }
 

@@ -24,6 +24,14 @@ torch::Tensor WkvStepCpu(const torch::Tensor& r, const torch::Tensor& w, const t
                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                          torch::Tensor& S);
 
+// The same for T tokens in order: inputs (T, B, H, N), S updated through all
+// of them; returns y (T, B, H, N). One call per layer for a whole prompt,
+// where a call per token cost a dozen LibTorch operations (views, checks, an
+// output) per token and layer; each token's bits are WkvStepCpu's.
+torch::Tensor WkvStepsCpu(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
+                          const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
+                          torch::Tensor& S);
+
 // What time mixing makes of the step's y for one token per session, in one
 // pass instead of LibTorch's dozen operations over the batch: per head,
 // GroupNorm of y (its N values; `eps`) with `weight` and `bias`, plus the

@@ -74,6 +74,33 @@ TEST(WkvStepCpuTest, MatchesTheTensorForm) {
   }
 }
 
+// A prompt's tokens in one WkvStepsCpu call give the bits of one WkvStepCpu
+// call per token (the prefill and the decode step agree bit for bit).
+TEST(WkvStepCpuTest, ManyTokensInOneCallGiveEachStepsBits) {
+  constexpr int64_t kTokens = 5;
+  for (const Shape& shape : std::vector<Shape>{{"B2_H3_N64", 2, 3, 64}, {"B3_H2_N12", 3, 2, 12}}) {
+    std::vector<Inputs> tokens;
+    for (int64_t t = 0; t < kTokens; ++t) {
+      tokens.push_back(RandomInputs(shape.batch, shape.heads, shape.n, 100 + t));
+    }
+    auto stacked = [&](torch::Tensor Inputs::*field) {
+      std::vector<torch::Tensor> each;
+      for (const Inputs& in : tokens) each.push_back(in.*field);
+      return torch::stack(each);  // (T, B, H, N)
+    };
+    torch::Tensor stepped_S = tokens[0].S.clone(), S = tokens[0].S.clone();
+    std::vector<torch::Tensor> stepped_y;
+    for (const Inputs& in : tokens) {
+      stepped_y.push_back(WkvStepCpu(in.r, in.w, in.k, in.v, in.kk, in.a, stepped_S));
+    }
+    const torch::Tensor y = WkvStepsCpu(stacked(&Inputs::r), stacked(&Inputs::w),
+                                        stacked(&Inputs::k), stacked(&Inputs::v),
+                                        stacked(&Inputs::kk), stacked(&Inputs::a), S);
+    EXPECT_TRUE(torch::equal(y, torch::stack(stepped_y))) << shape.name;
+    EXPECT_TRUE(torch::equal(S, stepped_S)) << shape.name;
+  }
+}
+
 TEST(WkvStepCpuTest, RefusesOtherDtypes) {
   Inputs in = RandomInputs(1, 1, 4, 1);
   torch::Tensor S = in.S.to(torch::kFloat64);
