@@ -41,17 +41,48 @@ absl::Status CheckInt(const char* field, int64_t value, int64_t lo, int64_t hi) 
       absl::StrCat(field, " = ", value, " is outside [", lo, ", ", hi, "]"));
 }
 
-// Applies the penalties using `counts` (all zero on entry, left all zero) as
-// the per-token occurrence table, so the sampler can reuse it across calls.
-// Each penalised id's logit before the change goes to `saved`, if given.
+// One distinct token's penalties, given how often it occurs in the history.
+void Penalise(const SamplingParams& params, int64_t token, int32_t count, absl::Span<float> logits,
+              std::vector<std::pair<int64_t, float>>* saved) {
+  float& logit = logits[token];
+  if (saved != nullptr) saved->emplace_back(token, logit);
+  logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+  logit -= static_cast<float>(count) * params.frequency_penalty;
+  logit -= params.presence_penalty;
+}
+
+// Applies the penalties to each distinct token of the history once, with its
+// count. A history of up to kSortedHistory tokens is counted by sorting a
+// copy (`scratch`), which stays in the first-level cache: a table of counts
+// per id (256 KB at 65,536 ids, one per sampler) missed the cache at every
+// token once 32 rows' tables shared it with the weights, about 30 us a row.
+// A longer history uses the table, `counts` (all zero on entry, left all
+// zero), whose pass is linear where the sort is not. Each penalised id's
+// logit before the change goes to `saved`, if given.
 void ApplyPenaltiesWithCounts(const SamplingParams& params, absl::Span<const int64_t> history,
                               absl::Span<float> logits, std::vector<int32_t>& counts,
+                              std::vector<int64_t>& scratch,
                               std::vector<std::pair<int64_t, float>>* saved) {
+  constexpr size_t kSortedHistory = 2048;
   if (params.repetition_penalty == 1.0f && params.presence_penalty == 0.0f &&
       params.frequency_penalty == 0.0f) {
     return;
   }
   const int64_t vocab = static_cast<int64_t>(logits.size());
+  if (history.size() <= kSortedHistory) {
+    scratch.clear();
+    for (int64_t token : history) {
+      if (token >= 0 && token < vocab) scratch.push_back(token);
+    }
+    std::sort(scratch.begin(), scratch.end());
+    for (size_t i = 0; i < scratch.size();) {
+      size_t end = i + 1;
+      while (end < scratch.size() && scratch[end] == scratch[i]) ++end;
+      Penalise(params, scratch[i], static_cast<int32_t>(end - i), logits, saved);
+      i = end;
+    }
+    return;
+  }
   if (static_cast<int64_t>(counts.size()) < vocab) counts.resize(vocab, 0);
   for (int64_t token : history) {
     if (token >= 0 && token < vocab) ++counts[token];
@@ -60,11 +91,7 @@ void ApplyPenaltiesWithCounts(const SamplingParams& params, absl::Span<const int
   // clears its count, which both de-duplicates and restores the all-zero table.
   for (int64_t token : history) {
     if (token < 0 || token >= vocab || counts[token] == 0) continue;
-    float& logit = logits[token];
-    if (saved != nullptr) saved->emplace_back(token, logit);
-    logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
-    logit -= static_cast<float>(counts[token]) * params.frequency_penalty;
-    logit -= params.presence_penalty;
+    Penalise(params, token, counts[token], logits, saved);
     counts[token] = 0;
   }
 }
@@ -160,8 +187,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, const Sampling
 
 void ApplyPenalties(const SamplingParams& params, absl::Span<const int64_t> history,
                     absl::Span<float> logits) {
-  std::vector<int32_t> counts(logits.size(), 0);
-  ApplyPenaltiesWithCounts(params, history, logits, counts, nullptr);
+  std::vector<int32_t> counts;
+  std::vector<int64_t> scratch;
+  ApplyPenaltiesWithCounts(params, history, logits, counts, scratch, nullptr);
 }
 
 double UniformDraw(uint64_t seed, uint64_t draw) {
@@ -229,7 +257,7 @@ std::vector<TokenProbability> Sampler::Probabilities(absl::Span<const float> log
 
 void Sampler::Patch(absl::Span<float> logits, absl::Span<const int64_t> history) {
   saved_.clear();
-  ApplyPenaltiesWithCounts(params_, history, logits, counts_, &saved_);
+  ApplyPenaltiesWithCounts(params_, history, logits, counts_, history_scratch_, &saved_);
 }
 
 void Sampler::Unpatch(absl::Span<float> logits) {

@@ -154,7 +154,8 @@ class Sampler {
   uint64_t draws_ = 0;
   // Scratch reused across calls, so that a warm step allocates nothing.
   std::vector<float> copy_;          // the const Sample's row
-  std::vector<int32_t> counts_;      // per id, all zero between calls
+  std::vector<int32_t> counts_;      // per id, all zero between calls (long histories)
+  std::vector<int64_t> history_scratch_;  // a short history, sorted
   std::vector<std::pair<int64_t, float>> saved_;  // patched ids and their logits
   std::vector<float> weights_;       // per id
   std::vector<double> block_sums_;   // per kSamplingBlock ids of weights_

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -165,6 +167,46 @@ TEST(SamplerTest, ApplyPenaltiesChangesLogitsByExactAmounts) {
     ApplyPenalties(params, history, absl::MakeSpan(out));
     EXPECT_EQ(out, c.expected) << "r=" << c.repetition << " presence=" << c.presence
                                << " frequency=" << c.frequency;
+  }
+}
+
+// A short history is counted by sorting, a long one (over 2,048 tokens) by a
+// table per id: both give each token's exact penalty, and a sampler that
+// meets both, one after the other, leaves no count behind.
+TEST(SamplerTest, ShortAndLongHistoriesArePenalisedAlike) {
+  constexpr int64_t kVocab = 5000;
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> id(-3, kVocab + 3);  // a few outside the vocabulary
+  SamplingParams params;
+  params.repetition_penalty = 1.3f;
+  params.presence_penalty = 0.5f;
+  params.frequency_penalty = 0.25f;
+  params.temperature = 0.0f;
+  Sampler sampler(params);
+  for (size_t length : {1u, 300u, 2048u, 2049u, 9000u, 40u}) {
+    std::vector<int64_t> history(length);
+    for (int64_t& t : history) t = id(rng);
+    std::vector<float> logits(kVocab);
+    for (int64_t i = 0; i < kVocab; ++i) logits[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+    std::map<int64_t, int> counts;
+    for (int64_t t : history) {
+      if (t >= 0 && t < kVocab) ++counts[t];
+    }
+    std::vector<float> want = logits;
+    for (const auto& [token, count] : counts) {
+      float& x = want[token];
+      x = x > 0.0f ? x / params.repetition_penalty : x * params.repetition_penalty;
+      x -= static_cast<float>(count) * params.frequency_penalty;
+      x -= params.presence_penalty;
+    }
+    std::vector<float> got = logits;
+    ApplyPenalties(params, history, absl::MakeSpan(got));
+    EXPECT_EQ(got, want) << length << " tokens";
+    // Greedy after the penalties: the argmax of `want`, lowest id on ties.
+    const int64_t best = std::max_element(want.begin(), want.end()) - want.begin();
+    std::vector<float> row = logits;
+    EXPECT_EQ(sampler.SampleInPlace(absl::MakeSpan(row), history), best) << length << " tokens";
+    EXPECT_EQ(row, logits) << length << " tokens: the row was not put back";
   }
 }
 
