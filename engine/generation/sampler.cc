@@ -373,12 +373,22 @@ bool Sampler::SearchTopP(double threshold, double total, Kept& kept) {
       range.at_hi = at;
     }
   }
-  // The kept mass per block, as a pass over the row sums it: what a draw
-  // walks, and the mass the band's sorted walk starts from.
+  // The kept mass per block, what a draw walks: kept_sums_ holds it at or
+  // above the top (the row's pass at it); the gathered weights in [hi, top)
+  // join their blocks, found by their places in gathered_ (a pass over the
+  // gathered weights, not the row).
   const float high = FloatOf(range.hi);
-  if (range.hi != top) range.at_hi = kernels.mass_at_least(weights, n, high, kept_sums_.data());
-  // The band: the gathered weights in [lo, hi), found by their positions.
   if (static_cast<int64_t>(positions_.size()) < gathered) positions_.resize(gathered);
+  if (range.hi != top) {
+    const int64_t joining = kernels.select_between(gathered_.data(), gathered, high,
+                                                   FloatOf(top), /*dense=*/true,
+                                                   positions_.data(), nullptr);
+    for (int64_t k = 0; k < joining; ++k) {
+      const int32_t at = positions_[k];
+      kept_sums_[ids_[at] / kSamplingBlock] += gathered_[at];
+    }
+  }
+  // The band: the gathered weights in [lo, hi).
   const int64_t in_band = kernels.select_between(gathered_.data(), gathered, FloatOf(range.lo),
                                                  high, /*dense=*/true, positions_.data(), nullptr);
   band_.clear();
@@ -460,12 +470,13 @@ Sampler::Bracket Sampler::BracketTopP(double threshold, double total) {
 }
 
 // Where the boundary lies in every kSampleStride-th weight: the bit pattern,
-// within a few thousandths of an octave, at or above which the sample's mass
+// within a sixteenth of an octave (a quarter of the guess's spread either
+// side), at or above which the sample's mass
 // reaches `share` of the sample's whole mass. 0 where the sample is all 0.
 // Its passes run over n / kSampleStride weights.
 uint32_t Sampler::SampledBoundary(double share) {
   constexpr int64_t kSampleStride = 16;
-  constexpr uint32_t kPrecision = uint32_t{1} << 14;
+  constexpr uint32_t kPrecision = uint32_t{1} << 19;
   const SamplingKernels& kernels = Kernels();
   sample_.clear();
   for (size_t i = kSampleStride / 2; i < weights_.size(); i += kSampleStride) {
