@@ -47,6 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/engine_measure.h"
+#include "bench/malloc_flag.h"
 #include "client/bench.h"
 #include "client/connection.h"
 #include "engine/model/language_model.h"
@@ -852,5 +853,6 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (!linserve::KeepFreedMemoryAsFlagged()) return 2;
   return linserve::Main();
 }

@@ -36,6 +36,7 @@
 #include "bench/rwkv7_report.h"
 #include "bench/constraint_measure.h"
 #include "bench/quantized_product_measure.h"
+#include "bench/malloc_flag.h"
 #include "bench/sampling_measure.h"
 #include "engine/model/language_model.h"
 #include "engine/rwkv7/rwkv7_model.h"
@@ -476,6 +477,7 @@ int main(int argc, char** argv) {
       "size, prefill forms and batched decode; then RWKV-7 at published shapes against this "
       "machine's memory bound");
   absl::ParseCommandLine(argc, argv);
+  if (!linserve::KeepFreedMemoryAsFlagged()) return 2;
   absl::StatusOr<linserve::EngineBenchOptions> options = linserve::OptionsFromFlags();
   absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
       options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/malloc_flag.h"
 #include "engine/rwkv7/rwkv7.h"
 #include "engine/rwkv7/rwkv7_config.h"
 
@@ -124,5 +125,6 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (!linserve::KeepFreedMemoryAsFlagged()) return 2;
   return linserve::Run();
 }

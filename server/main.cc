@@ -22,6 +22,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/base/malloc_tuning.h"
 #include "engine/model/language_model.h"
 #include "server/common/auth.h"
 #include "server/grpc/connection_options.h"
@@ -45,6 +46,10 @@ ABSL_FLAG(std::string, dtype, "",
           "holds them; empty picks the architecture's default for the device (the state is "
           "always float32)");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
+ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
+          "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "
+          "are made again from it without faulting their pages in (engine/base/malloc_tuning.h); "
+          "0 leaves glibc's own bounds");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
           "OpenAI-compatible HTTP API address (/v1/completions, /v1/chat/completions, "
@@ -398,6 +403,12 @@ int Fail(const char* event, const absl::Status& status) {
 }
 
 int Serve() {
+  if (const int32_t keep_mb = absl::GetFlag(FLAGS_malloc_keep_mb); keep_mb < 0 || keep_mb > 2047) {
+    return Fail("bad_flags", absl::InvalidArgumentError(absl::StrCat(
+                                 "--malloc_keep_mb = ", keep_mb, " is outside [0, 2047]")));
+  } else if (absl::Status kept = KeepFreedMemory(int64_t{keep_mb} << 20); !kept.ok()) {
+    return Fail("bad_flags", kept);
+  }
   absl::StatusOr<ServiceOptions> options = OptionsFromFlags();
   if (!options.ok()) return Fail("bad_flags", options.status());
   absl::StatusOr<ConnectionOptions> connection = ConnectionOptionsFromFlags();

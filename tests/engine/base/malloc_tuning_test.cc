@@ -1,0 +1,52 @@
+// KeepFreedMemory: the bounds it refuses, and what it changes: a freed
+// 8 MiB block stays in the heap for the next one, where glibc's own bounds
+// map a fresh one (whose pages fault in again) the first time.
+
+#include "engine/base/malloc_tuning.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace linserve {
+namespace {
+
+TEST(MallocTuningTest, RefusesBoundsMallocCannotTakeAndNamesThem) {
+  const absl::Status negative = KeepFreedMemory(-1);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(negative.message().find("-1 bytes"), std::string::npos) << negative.message();
+  const absl::Status huge = KeepFreedMemory(int64_t{1} << 31);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("2147483647"), std::string::npos) << huge.message();
+  EXPECT_TRUE(KeepFreedMemory(0).ok());
+}
+
+// Bytes malloc holds in mapped blocks of their own (each given back when freed).
+size_t MappedBytes() { return mallinfo2().hblkhd; }
+
+TEST(MallocTuningTest, AFreedBlockIsKeptForTheNextOne) {
+  constexpr size_t kBlock = size_t{8} << 20;
+  // glibc's own bounds: the first block this size is mapped on its own.
+  const size_t before = MappedBytes();
+  char* first = static_cast<char*>(std::malloc(kBlock));
+  ASSERT_NE(first, nullptr);
+  std::memset(first, 1, kBlock);
+  EXPECT_GE(MappedBytes(), before + kBlock);
+  std::free(first);
+
+  ASSERT_TRUE(KeepFreedMemory(int64_t{1} << 30).ok());
+  const size_t mapped = MappedBytes();
+  char* second = static_cast<char*>(std::malloc(kBlock));
+  ASSERT_NE(second, nullptr);
+  std::memset(second, 2, kBlock);
+  EXPECT_EQ(MappedBytes(), mapped) << "an 8 MiB block was mapped on its own";
+  std::free(second);
+  // Freed, it stays: the heap keeps at least its size free for reuse.
+  EXPECT_GE(mallinfo2().fordblks, kBlock);
+}
+
+}  // namespace
+}  // namespace linserve
