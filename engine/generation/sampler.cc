@@ -469,11 +469,11 @@ Sampler::Bracket Sampler::BracketTopP(double threshold, double total) {
   return range;
 }
 
-// Where the boundary lies in every kSampleStride-th weight: the bit pattern,
-// within a sixteenth of an octave (a quarter of the guess's spread either
-// side), at or above which the sample's mass
-// reaches `share` of the sample's whole mass. 0 where the sample is all 0.
-// Its passes run over n / kSampleStride weights.
+// Where the boundary lies in every kSampleStride-th weight: the bit pattern at
+// or above which the sample's mass reaches `share` of the sample's whole
+// mass, to a sixteenth of an octave (a quarter of the guess's spread either
+// side). 0 where the sample is all 0. Its passes run over n / kSampleStride
+// weights.
 uint32_t Sampler::SampledBoundary(double share) {
   constexpr int64_t kSampleStride = 16;
   constexpr uint32_t kPrecision = uint32_t{1} << 19;

@@ -95,14 +95,16 @@ void RunTokens(const torch::Tensor& r, const torch::Tensor& w, const torch::Tens
   // The AVX-512 loop sums in another order than the plain one: each gives
   // its own bits (docs/DESIGN.md, "What is bit-identical").
   const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
+  const float *r_p = r.data_ptr<float>(), *w_p = w.data_ptr<float>(), *k_p = k.data_ptr<float>();
+  const float *v_p = v.data_ptr<float>(), *kk_p = kk.data_ptr<float>(), *a_p = a.data_ptr<float>();
+  float *S_p = S.data_ptr<float>(), *y_p = y.data_ptr<float>();
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t at = (t * heads + h) * N;
-      const float *kk_h = kk.data_ptr<float>() + at, *a_h = a.data_ptr<float>() + at;
+      const float *kk_h = kk_p + at, *a_h = a_p + at;
       for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
-      const Head head{r.data_ptr<float>() + at, w.data_ptr<float>() + at,
-                      k.data_ptr<float>() + at, v.data_ptr<float>() + at, kk_h, b.data(),
-                      S.data_ptr<float>() + h * N * N, y.data_ptr<float>() + at};
+      const Head head{r_p + at, w_p + at, k_p + at, v_p + at, kk_h, b.data(), S_p + h * N * N,
+                      y_p + at};
       if (wide) {
         HeadAvx512(head, N);
       } else {
