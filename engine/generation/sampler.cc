@@ -365,13 +365,7 @@ bool Sampler::SearchTopP(double threshold, double total, Kept& kept) {
     SamplingMass at = kernels.mass_at_least(gathered_.data(), gathered, FloatOf(mid), nullptr);
     at.count += above_top.count;
     at.mass += above_top.mass;
-    if (at.mass >= threshold) {
-      range.lo = mid;
-      range.at_lo = at;
-    } else {
-      range.hi = mid;
-      range.at_hi = at;
-    }
+    range.Narrow(mid, at, threshold);
   }
   // The kept mass per block, what a draw walks: kept_sums_ holds it at or
   // above the top (the row's pass at it); the gathered weights in [hi, top)
@@ -445,14 +439,7 @@ Sampler::Bracket Sampler::BracketTopP(double threshold, double total) {
   auto probe = [&](uint32_t bits) {
     if (bits <= range.lo || bits >= range.hi) return;  // decided already
     const SamplingMass at = kernels.mass_at_least(weights, n, FloatOf(bits), probe_sums_.data());
-    if (at.mass >= threshold) {
-      range.lo = bits;
-      range.at_lo = at;
-    } else {
-      range.hi = bits;
-      range.at_hi = at;
-      kept_sums_.swap(probe_sums_);
-    }
+    if (range.Narrow(bits, at, threshold)) kept_sums_.swap(probe_sums_);
   };
   if (threshold >= kWide) {
     const uint32_t guess = SampledBoundary(threshold / total);

@@ -140,6 +140,18 @@ class Sampler {
     uint32_t hi = 0;
     SamplingMass at_lo;
     SamplingMass at_hi;
+    // Narrows the range by `at`, the mass at or above `bits`; true where
+    // `bits` became hi.
+    bool Narrow(uint32_t bits, const SamplingMass& at, double threshold) {
+      if (at.mass >= threshold) {
+        lo = bits;
+        at_lo = at;
+        return false;
+      }
+      hi = bits;
+      at_hi = at;
+      return true;
+    }
   };
   // Top-p alone by searching for its boundary weight; false where the sums
   // left it undecided (the selection decides then). `total` is the row's mass.
