@@ -19,11 +19,11 @@ absl::Status KeepFreedMemory(int64_t keep_bytes) {
         "the freed memory to keep is ", keep_bytes, " bytes; it must be in [0, ",
         std::numeric_limits<int>::max(), "]"));
   }
-  // Setting either turns glibc's adaptive bounds off.
-  if (mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock) != 1 ||
-      mallopt(M_TRIM_THRESHOLD, static_cast<int>(keep_bytes)) != 1) {
-    return absl::InternalError("mallopt refused the thresholds");
-  }
+  // Setting either turns glibc's adaptive bounds off. A malloc that is not
+  // glibc's (a sanitizer's) refuses them: it keeps its own ways, and so does
+  // the process.
+  mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(keep_bytes));
   return absl::OkStatus();
 }
 

@@ -13,7 +13,9 @@
 // KeepFreedMemory keeps blocks up to 32 MiB (glibc's largest bound) in the
 // heap, and the heap's free top up to `keep_bytes`, for the next allocation.
 // Call it once at the start of main, before threads start: malloc's settings
-// are the process's. 0 leaves glibc's adaptive behaviour as it is.
+// are the process's. 0 leaves glibc's adaptive behaviour as it is; under a
+// sanitizer, whose allocator replaces glibc's, the call changes nothing.
+// InvalidArgument only for a `keep_bytes` malloc cannot take.
 
 #include <cstdint>
 
