@@ -12,7 +12,12 @@
 # Build stage: the project's own setup and build scripts on Debian 12, so the
 # image is built exactly as a developer's checkout is.
 FROM debian:12 AS build
-WORKDIR /src
+# Where the sources are built. tests/docker passes the checkout's own path:
+# a precompiled header records the absolute paths it was made at, so only at
+# the checkout's path do the build's precompiled headers, and every unit that
+# loads one, come from the compiler cache the checkout's build filled.
+ARG LINSERVE_SRC_DIR=/src
+WORKDIR ${LINSERVE_SRC_DIR}
 # A UTF-8 locale as on a developer's machine. ccache keys on the locale, so
 # with it the build below can reuse objects a checkout's build compiled.
 ENV LANG=C.UTF-8
@@ -26,12 +31,13 @@ COPY . .
 # paths relative to them, like any other checkout's; the cache is a build-time
 # mount, never part of an image.
 RUN --mount=type=cache,id=linserve-ccache,target=/root/.cache/ccache \
-    LINSERVE_BUILD_DIR=/src/build scripts/build \
+    LINSERVE_BUILD_DIR=${LINSERVE_SRC_DIR}/build scripts/build \
       -DLINSERVE_BUILD_TESTS=OFF -DLINSERVE_BUILD_BENCH=OFF
 
 # Runtime stage: the shared libraries the binaries load (ldd on them,
 # dpkg -S on the libraries), no compiler, no headers.
 FROM debian:12-slim
+ARG LINSERVE_SRC_DIR=/src
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32 libabsl20220623 \
@@ -42,9 +48,10 @@ RUN apt-get update \
 RUN alt=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu | grep openblas | head -n1) \
  && update-alternatives --set libblas.so.3-x86_64-linux-gnu "$alt"
 
-COPY --from=build /src/build/server/linserve /src/build/client/linserve-client \
-     /src/build/tools/quantize/linserve-quantize /usr/local/bin/
-COPY --from=build /src/models/default /usr/local/share/linserve/models/default
+COPY --from=build ${LINSERVE_SRC_DIR}/build/server/linserve \
+     ${LINSERVE_SRC_DIR}/build/client/linserve-client \
+     ${LINSERVE_SRC_DIR}/build/tools/quantize/linserve-quantize /usr/local/bin/
+COPY --from=build ${LINSERVE_SRC_DIR}/models/default /usr/local/share/linserve/models/default
 # Fail the build, not the first start, when a library is missing.
 RUN for b in /usr/local/bin/linserve /usr/local/bin/linserve-client \
              /usr/local/bin/linserve-quantize; do \

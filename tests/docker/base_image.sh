@@ -14,7 +14,9 @@
 set -euo pipefail
 cache_dir=$1
 suite=bookworm
-tarball=$cache_dir/debian-12-$suite-minbase-$(dpkg --print-architecture).tar
+# -2: the base with the apt and dpkg settings below; a cached first one is
+# made anew.
+tarball=$cache_dir/debian-12-$suite-minbase-2-$(dpkg --print-architecture).tar
 
 # The host's Debian sources: the deb822 file Debian 12 ships, else the
 # one-line entries of sources.list.
@@ -64,6 +66,10 @@ make_tarball() {
   # Acquire settings that decide whether apt reaches the archive at all.
   apt-config dump | grep -E '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy) ' \
     >"$rootfs/etc/apt/apt.conf.d/99host-acquire" || true
+  # As in Debian's own images: dpkg skips its fsyncs (a build that dies is
+  # built again, never recovered) and apt fetches no translations.
+  echo force-unsafe-io >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
+  echo 'Acquire::Languages "none";' >"$rootfs/etc/apt/apt.conf.d/docker-no-languages"
   # The build environment provides these; a base carries none of its maker's.
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
   : >"$rootfs/etc/resolv.conf"

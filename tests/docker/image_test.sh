@@ -89,6 +89,13 @@ cleanup() {
 trap cleanup EXIT
 
 # --- The base images, the build, the checks.
+# ccache_counts: "HITS MISSES" of this machine's compiler cache, which the
+# image's build stage shares.
+ccache_counts() {
+  ccache --print-stats 2>/dev/null | awk '
+    $1 ~ /^(direct|preprocessed)_cache_hit$/ { hits += $2 } $1 == "cache_miss" { misses += $2 }
+    END { print hits + 0, misses + 0 }'
+}
 build_image() {
   local ccache_dir layers=false
   ccache_dir=$(ccache --get-config cache_dir 2>/dev/null || true)
@@ -96,10 +103,19 @@ build_image() {
     mkdir -p "$ccache_dir" "$TMPDIR/buildah-cache"
     ln -sfn "$ccache_dir" "$TMPDIR/buildah-cache/linserve-ccache"
   fi
+  local counts_before
+  counts_before=$(ccache_counts)
   # Kept storage keeps the layers too, so a rerun rebuilds only what changed.
   if [ "$keep" = 1 ]; then layers=true; fi
-  setsid buildah bud --isolation chroot --pull=never --format docker --layers="$layers" \
-    -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" 2>&1 &
+  # The build stage works at the checkout's own path (the Dockerfile's
+  # LINSERVE_SRC_DIR), so its precompiled headers and the units loading them
+  # are cache hits: at another path each would compile anew. Each log line
+  # carries the seconds since the build started, to see where its time goes.
+  setsid bash -c 'set -o pipefail; buildah bud "$@" 2>&1 | while IFS= read -r line; do
+                    printf "[%4d s] %s\n" "$SECONDS" "$line"; done' build \
+    --isolation chroot --pull=never --format docker --layers="$layers" \
+    --build-arg LINSERVE_SRC_DIR="$src" \
+    -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" &
   build_session=$!
   if ! wait "$build_session"; then
     tail -n 60 "$work/run/build.log" >&2
@@ -107,6 +123,10 @@ build_image() {
   fi
   build_session=
   grep -E 'STEP [0-9]+/[0-9]+:|COMMIT' "$work/run/build.log" | cut -c1-120 || true
+  if [ -n "$ccache_dir" ]; then
+    echo "compiler cache in the build stage: $(ccache_counts | awk -v before="$counts_before" '
+      BEGIN { split(before, b) } { print $1 - b[1] " hits, " $2 - b[2] " misses" }')"
+  fi
 }
 
 timed "base images" "$here/base_image.sh" "$cache_dir"
