@@ -64,6 +64,10 @@ ABSL_FLAG(bool, overhead_only, false,
 ABSL_FLAG(std::string, fsync_dir, "",
           "The server's --store_dir: section 4 times one fsync of a file the size of a state "
           "file there, the disk's own floor under ImportSession; empty: skip it");
+ABSL_FLAG(bool, save_restore_only, false,
+          "Only section 4 (a turn's time per token, ExportSession and ImportSession, the "
+          "disk's floor), repeated --save_restore_repeats times");
+ABSL_FLAG(int32_t, save_restore_repeats, 21, "Repeats of --save_restore_only (medians)");
 ABSL_FLAG(std::string, server_without_prefix_cache, "",
           "The same model served with --prefix_cache_bytes=0, for the throughput comparison of "
           "section 6; empty: skip it");
@@ -296,18 +300,21 @@ class Client {
     return file;
   }
   std::string Import(const std::string& file) {
+    v1::Session session;
+    Check(TryImport(file, &session), "ImportSession");
+    return session.id();
+  }
+  grpc::Status TryImport(const std::string& file, v1::Session* session) {
     grpc::ClientContext context;
     PrepareCall(connection_, "", context);
-    v1::Session session;
-    auto writer = stub_->ImportSession(&context, &session);
+    auto writer = stub_->ImportSession(&context, session);
     for (size_t offset = 0; offset < file.size(); offset += 65536) {
       v1::StateChunk chunk;
       chunk.set_data(file.substr(offset, 65536));
       writer->Write(chunk);
     }
     writer->WritesDone();
-    Check(writer->Finish(), "ImportSession");
-    return session.id();
+    return writer->Finish();
   }
 
  private:
@@ -321,6 +328,91 @@ class Client {
   const ConnectionOptions connection_;
   std::unique_ptr<v1::Linserve::Stub> stub_;
 };
+
+// Section 4: a turn's time per token, ExportSession and ImportSession of a
+// session with a short and a long history, beside the disk's floor under an
+// import (one fsync, the store's durable write) and a refused import.
+void SaveAndRestore(Client& client, const Sizes& sizes, nlohmann::json& out) {
+  // Both histories are measured in alternation, so that a change in the
+  // machine's load hits both alike.
+  const std::string short_session = client.Create(Text(sizes.short_history));
+  const std::string long_session = client.Create(Text(sizes.long_history));
+  std::vector<double> tpot[2], save[2], restore[2], refused, fsync_ms, durable_ms;
+  const std::string fsync_dir = absl::GetFlag(FLAGS_fsync_dir);
+  size_t file_bytes = 0;
+  for (int r = 0; r < sizes.repeats; ++r) {
+    for (int which = 0; which < 2; ++which) {
+      const std::string& session = which == 0 ? short_session : long_session;
+      const std::string fork = client.Fork(session);
+      const v1::Finished f = client.Generate(fork, "", 64).finished;
+      tpot[which].push_back(f.timing().decode_ms() / (f.usage().generated_tokens() - 1));
+      client.Delete(fork);
+      absl::Time start = absl::Now();
+      const std::string file = client.Export(session);
+      save[which].push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      start = absl::Now();
+      const std::string copy = client.Import(file);
+      restore[which].push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      client.Delete(copy);
+      file_bytes = file.size();
+      // The same bytes with the checksum's last byte flipped: the server reads
+      // and hashes every chunk, then refuses the file before any restore or
+      // write. What is left of an import over this is the server's own work.
+      std::string damaged = file;
+      damaged.back() = static_cast<char>(damaged.back() ^ 1);
+      v1::Session unused;
+      start = absl::Now();
+      const grpc::Status refusal = client.TryImport(damaged, &unused);
+      if (refusal.error_code() == grpc::StatusCode::DATA_LOSS) {
+        refused.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      }
+      if (!fsync_dir.empty()) {
+        fsync_ms.push_back(FsyncMs(fsync_dir, file.size()));
+        durable_ms.push_back(DurableWriteMs(fsync_dir, file.size()));
+      }
+    }
+  }
+  struct Cost {
+    double tpot_ms, save_ms, restore_ms;
+  };
+  const Cost short_cost{Median(tpot[0]), Median(save[0]), Median(restore[0])};
+  const Cost long_cost{Median(tpot[1]), Median(save[1]), Median(restore[1])};
+  absl::PrintF("4. Constant cost: %lld vs %lld tokens of history (median of %d)\n",
+               sizes.short_history, sizes.long_history, sizes.repeats);
+  absl::PrintF("  %-36s %9s %9s %7s\n", "", "short", "long", "ratio");
+  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "time per output token (ms, server)",
+               short_cost.tpot_ms, long_cost.tpot_ms, long_cost.tpot_ms / short_cost.tpot_ms);
+  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "save = ExportSession (ms)",
+               short_cost.save_ms, long_cost.save_ms, long_cost.save_ms / short_cost.save_ms);
+  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "restore = ImportSession (ms)",
+               short_cost.restore_ms, long_cost.restore_ms,
+               long_cost.restore_ms / short_cost.restore_ms);
+  if (!fsync_ms.empty()) {
+    // The import's floor: the durable write of its file, which one fsync of
+    // that many bytes on the same disk bounds from below.
+    absl::PrintF("  %-36s %9.3f            (restore - fsync = %.3f ms short, %.3f long; "
+                 "target <= 1)\n",
+                 absl::StrFormat("fsync of a %zu-byte file (ms)", file_bytes), Median(fsync_ms),
+                 short_cost.restore_ms - Median(fsync_ms), long_cost.restore_ms - Median(fsync_ms));
+    absl::PrintF("  %-36s %9.3f            "
+                 "(restore - durable write = %.3f ms short, %.3f long)\n",
+                 "the store's durable write of it (ms)", Median(durable_ms),
+                 short_cost.restore_ms - Median(durable_ms),
+                 long_cost.restore_ms - Median(durable_ms));
+    out["fsync_ms"] = Median(fsync_ms);
+    out["durable_write_ms"] = Median(durable_ms);
+  }
+  if (!refused.empty()) {
+    absl::PrintF("  %-36s %9.3f            (restore - refused = %.3f ms short, %.3f long)\n",
+                 "a refused import: transfer, checksum", Median(refused),
+                 short_cost.restore_ms - Median(refused), long_cost.restore_ms - Median(refused));
+    out["refused_import_ms"] = Median(refused);
+  }
+  absl::PrintF("\n");
+  out["tpot_ms"] = {short_cost.tpot_ms, long_cost.tpot_ms};
+  out["save_ms"] = {short_cost.save_ms, long_cost.save_ms};
+  out["restore_ms"] = {short_cost.restore_ms, long_cost.restore_ms};
+}
 
 // Output tokens/s of the engine's batched decode step, no server.
 double EngineTokensPerSecond(const std::string& model_dir, int64_t batch, int steps) {
@@ -701,6 +793,12 @@ int Main() {
   }
   Client client(connection);
   nlohmann::json out;
+  if (absl::GetFlag(FLAGS_save_restore_only)) {
+    Sizes repeated = sizes;
+    repeated.repeats = std::max(1, absl::GetFlag(FLAGS_save_restore_repeats));
+    SaveAndRestore(client, repeated, out);
+    return 0;
+  }
 
   (void)MeasureMatmulPeak(1, "cpu");  // maps the BLAS library for ReadMachineInfo
   const MachineInfo machine = ReadMachineInfo("cpu");
@@ -752,70 +850,7 @@ int Main() {
   out["resend_ttft_ms"] = Median(resent);
 
   // 4.
-
-  // Both histories are measured in alternation, so that a change in the
-  // machine's load hits both alike.
-  const std::string short_session = client.Create(Text(sizes.short_history));
-  const std::string long_session = client.Create(Text(sizes.long_history));
-  std::vector<double> tpot[2], save[2], restore[2], fsync_ms, durable_ms;
-  const std::string fsync_dir = absl::GetFlag(FLAGS_fsync_dir);
-  size_t file_bytes = 0;
-  for (int r = 0; r < sizes.repeats; ++r) {
-    for (int which = 0; which < 2; ++which) {
-      const std::string& session = which == 0 ? short_session : long_session;
-      const std::string fork = client.Fork(session);
-      const v1::Finished f = client.Generate(fork, "", 64).finished;
-      tpot[which].push_back(f.timing().decode_ms() / (f.usage().generated_tokens() - 1));
-      client.Delete(fork);
-      absl::Time start = absl::Now();
-      const std::string file = client.Export(session);
-      save[which].push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-      start = absl::Now();
-      const std::string copy = client.Import(file);
-      restore[which].push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-      client.Delete(copy);
-      file_bytes = file.size();
-      if (!fsync_dir.empty()) {
-        fsync_ms.push_back(FsyncMs(fsync_dir, file.size()));
-        durable_ms.push_back(DurableWriteMs(fsync_dir, file.size()));
-      }
-    }
-  }
-  struct Cost {
-    double tpot_ms, save_ms, restore_ms;
-  };
-  const Cost short_cost{Median(tpot[0]), Median(save[0]), Median(restore[0])};
-  const Cost long_cost{Median(tpot[1]), Median(save[1]), Median(restore[1])};
-  absl::PrintF("4. Constant cost: %lld vs %lld tokens of history (median of %d)\n",
-               sizes.short_history, sizes.long_history, sizes.repeats);
-  absl::PrintF("  %-36s %9s %9s %7s\n", "", "short", "long", "ratio");
-  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "time per output token (ms, server)",
-               short_cost.tpot_ms, long_cost.tpot_ms, long_cost.tpot_ms / short_cost.tpot_ms);
-  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "save = ExportSession (ms)",
-               short_cost.save_ms, long_cost.save_ms, long_cost.save_ms / short_cost.save_ms);
-  absl::PrintF("  %-36s %9.3f %9.3f %7.2f  (target <= 1.10)\n", "restore = ImportSession (ms)",
-               short_cost.restore_ms, long_cost.restore_ms,
-               long_cost.restore_ms / short_cost.restore_ms);
-  if (!fsync_ms.empty()) {
-    // The import's floor: the durable write of its file, which one fsync of
-    // that many bytes on the same disk bounds from below.
-    absl::PrintF("  %-36s %9.3f            (restore - fsync = %.3f ms short, %.3f long; "
-                 "target <= 1)\n",
-                 absl::StrFormat("fsync of a %zu-byte file (ms)", file_bytes), Median(fsync_ms),
-                 short_cost.restore_ms - Median(fsync_ms), long_cost.restore_ms - Median(fsync_ms));
-    absl::PrintF("  %-36s %9.3f            "
-                 "(restore - durable write = %.3f ms short, %.3f long)\n\n",
-                 "the store's durable write of it (ms)", Median(durable_ms),
-                 short_cost.restore_ms - Median(durable_ms),
-                 long_cost.restore_ms - Median(durable_ms));
-    out["fsync_ms"] = Median(fsync_ms);
-    out["durable_write_ms"] = Median(durable_ms);
-  } else {
-    absl::PrintF("\n");
-  }
-  out["tpot_ms"] = {short_cost.tpot_ms, long_cost.tpot_ms};
-  out["save_ms"] = {short_cost.save_ms, long_cost.save_ms};
-  out["restore_ms"] = {short_cost.restore_ms, long_cost.restore_ms};
+  SaveAndRestore(client, sizes, out);
 
   // 5.
   auto fan_out = [&](bool fork) {

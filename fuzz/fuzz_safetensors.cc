@@ -3,7 +3,7 @@
 // through it). A refusal must be DATA_LOSS, the code the reader promises for
 // bytes that are not a valid file. A file it accepts must survive a round
 // trip: serialized again and parsed again, the same names, dtypes, shapes,
-// bytes and metadata.
+// bytes and metadata. Read in place, the same verdict and the same bytes.
 
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +34,14 @@ bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<linserve::SafetensorsContents> parsed = linserve::ParseSafetensors(bytes);
+  // Read in place (views where aligned): the same verdict and the same tensors.
+  absl::StatusOr<linserve::SafetensorsContents> in_place = linserve::ParseSafetensorsInPlace(bytes);
+  Require(in_place.status() == parsed.status(), "reading in place gave another verdict");
+  if (parsed.ok()) {
+    for (const auto& [name, tensor] : parsed->tensors) {
+      Require(SameBytes(tensor, in_place->tensors.at(name)), "a tensor read in place differs");
+    }
+  }
   if (!parsed.ok()) {
     Require(parsed.status().code() == absl::StatusCode::kDataLoss, "a refusal that is not DATA_LOSS");
     Require(!parsed.status().message().empty(), "a refusal without a message");

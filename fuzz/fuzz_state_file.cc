@@ -66,7 +66,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "a decoded record does not encode to a valid file");
 
   absl::StatusOr<linserve::State> state = model->DeserializeState(record->payload);
+  // ImportSession decides by the checks alone, in place, before it writes.
+  absl::StatusOr<int64_t> checked = model->CheckSerializedState(record->payload);
+  Require(checked.status() == state.status(), "the checks alone gave another verdict");
   if (!state.ok()) return 0;
+  Require(*checked == state->positions[0], "the checks alone gave another position");
   Require(state->batch_size() == 1, "a state file held more than one session");
   // ImportSession's checks, then the first thing a turn does.
   if (state->positions[0] != record->position) return 0;

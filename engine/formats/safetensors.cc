@@ -432,9 +432,8 @@ void PrefaultForWrite(void* p, size_t n) {
 #endif
 }
 
-}  // namespace
-
-absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes) {
+// ParseSafetensors and ParseSafetensorsInPlace.
+absl::StatusOr<SafetensorsContents> Parse(std::string_view bytes, bool in_place) {
   if (bytes.size() < 8) {
     return Corrupt("truncated: file has ", bytes.size(),
                    " bytes, fewer than the 8-byte header length");
@@ -465,12 +464,29 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes) {
         std::any_of(src.begin(), src.end(), [](char c) { return c != 0 && c != 1; })) {
       return Corrupt("tensor '", name, "' holds a BOOL byte other than 0 or 1");
     }
+    const auto element_bytes = static_cast<uintptr_t>(c10::elementSize(e.dtype));
+    if (in_place && reinterpret_cast<uintptr_t>(src.data()) % element_bytes == 0) {
+      // from_blob writes nothing; the const is the caller's promise to keep.
+      contents.tensors.emplace(
+          name, torch::from_blob(const_cast<char*>(src.data()), e.shape, torch::dtype(e.dtype)));
+      continue;
+    }
     at::Tensor tensor = torch::empty(e.shape, torch::dtype(e.dtype));
     PrefaultForWrite(tensor.data_ptr(), src.size());
     if (!src.empty()) std::memcpy(tensor.data_ptr(), src.data(), src.size());
     contents.tensors.emplace(name, std::move(tensor));
   }
   return contents;
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes) {
+  return Parse(bytes, /*in_place=*/false);
+}
+
+absl::StatusOr<SafetensorsContents> ParseSafetensorsInPlace(std::string_view bytes) {
+  return Parse(bytes, /*in_place=*/true);
 }
 
 std::string SerializeSafetensors(const TensorMap& tensors, const SafetensorsMetadata& metadata) {

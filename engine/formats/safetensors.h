@@ -54,6 +54,12 @@ struct SafetensorsContents {
 // rejects overlapping ones, and BOOL bytes other than 0 and 1.
 absl::StatusOr<SafetensorsContents> ParseSafetensors(std::string_view bytes);
 
+// The same checks, but each tensor whose data is aligned to its element size
+// is a view of `bytes` (not owning: `bytes` must outlive it, and nothing may
+// write through it); the others are copies. For reading a file in place,
+// e.g. checking it before deciding to keep it.
+absl::StatusOr<SafetensorsContents> ParseSafetensorsInPlace(std::string_view bytes);
+
 // Serializes tensors (moved to the CPU and made contiguous first) in name
 // order, the header padded with spaces to a multiple of 8 bytes like the
 // reference writer, so equal inputs give identical bytes. The reference

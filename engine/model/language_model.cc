@@ -178,4 +178,12 @@ absl::StatusOr<State> LanguageModel::DeserializeState(std::string_view bytes) co
   }
 }
 
+absl::StatusOr<int64_t> LanguageModel::CheckSerializedState(std::string_view bytes) const {
+  try {
+    return linserve::CheckSerializedState(bytes, state_layout());
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat("state: ", e.what_without_backtrace()));
+  }
+}
+
 }  // namespace linserve

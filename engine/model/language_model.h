@@ -127,6 +127,9 @@ class LanguageModel {
   std::vector<State> SplitState(const State& batch) const;
   std::string SerializeState(const State& state) const;
   absl::StatusOr<State> DeserializeState(std::string_view bytes) const;
+  // DeserializeState's checks alone, reading `bytes` in place: the state's
+  // position when DeserializeState would succeed.
+  absl::StatusOr<int64_t> CheckSerializedState(std::string_view bytes) const;
 
  protected:
   // tokens (B, T) int64 on device(), every session at the same position;

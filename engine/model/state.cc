@@ -177,10 +177,20 @@ std::string SerializeState(const State& state, const StateLayout& layout) {
       tensors, {{kFormatKey, kFormatValue}, {kPositionKey, absl::StrCat(position)}});
 }
 
-absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
-                                       const torch::Device& device) {
+namespace {
+
+// A serialized state parsed and checked against the layout: its position
+// and its tensors (views of the bytes when read in place).
+struct CheckedState {
+  int64_t position = 0;
+  TensorMap tensors;
+};
+
+absl::StatusOr<CheckedState> ParseAndCheckState(std::string_view bytes, const StateLayout& layout,
+                                                bool in_place) {
   const int64_t n_layers = layout.n_layers;
-  LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(bytes));
+  LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents,
+                            in_place ? ParseSafetensorsInPlace(bytes) : ParseSafetensors(bytes));
   auto format = contents.metadata.find(kFormatKey);
   if (format == contents.metadata.end() || format->second != kFormatValue) {
     return absl::DataLossError(absl::StrCat("state: metadata '", kFormatKey, "' is not '",
@@ -217,12 +227,27 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout
       return absl::DataLossError(absl::StrCat("state: tensor '", name, "' holds NaN or Inf"));
     }
   }
+  return CheckedState{position, std::move(contents.tensors)};
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CheckSerializedState(std::string_view bytes, const StateLayout& layout) {
+  LINSERVE_ASSIGN_OR_RETURN(CheckedState checked,
+                            ParseAndCheckState(bytes, layout, /*in_place=*/true));
+  return checked.position;
+}
+
+absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
+                                       const torch::Device& device) {
+  LINSERVE_ASSIGN_OR_RETURN(CheckedState checked,
+                            ParseAndCheckState(bytes, layout, /*in_place=*/false));
   State state;
-  state.positions = {position};
-  for (int64_t layer = 0; layer < n_layers; ++layer) {
+  state.positions = {checked.position};
+  for (int64_t layer = 0; layer < layout.n_layers; ++layer) {
     LayerState tensors;
-    for (const StateTensorSpec& spec : specs) {
-      tensors.push_back(contents.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
+    for (const StateTensorSpec& spec : layout.layer) {
+      tensors.push_back(checked.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
     }
     state.layers.push_back(std::move(tensors));
   }

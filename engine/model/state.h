@@ -68,6 +68,10 @@ State MoveState(const State& state, const torch::Device& device);
 std::string SerializeState(const State& state, const StateLayout& layout);
 absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout& layout,
                                        const torch::Device& device);
+// Every check of DeserializeState, the tensors read where they lie in
+// `bytes` (nothing is copied or built): OK with the state's position exactly
+// when DeserializeState would succeed, memory allowing.
+absl::StatusOr<int64_t> CheckSerializedState(std::string_view bytes, const StateLayout& layout);
 
 }  // namespace linserve
 

@@ -21,8 +21,9 @@
 #include "engine/model/language_model.h"
 #include "engine/base/status_macros.h"
 #include "server/common/log.h"
-#include "server/scheduling/prefill_pieces.h"
 #include "server/scheduling/named_states.h"
+#include "server/scheduling/pending_import.h"
+#include "server/scheduling/prefill_pieces.h"
 #include "server/scheduling/prefix_cache.h"
 #include "server/scheduling/session_commands.h"
 #include "server/scheduling/session_manager.h"
@@ -688,18 +689,19 @@ void Scheduler::ExportSession(std::string tenant, std::string id, Done<std::stri
 }
 
 void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done) {
-  // The state is rebuilt and checked on the caller's thread: on the engine
-  // thread it held every running turn for as long (1 to 3 ms for the
-  // default model's 538 KB file).
-  absl::StatusOr<State> state = RestoreState(record, impl_->model());
-  if (!state.ok()) {
-    return done(absl::DataLossError(
-        absl::StrCat("the imported state file: ", state.status().message())));
+  // Every check first, on the caller's thread, reading the payload where it
+  // lies: only a file that restores is ever written. Then the file's durable
+  // write (the engine thread hands it to the checkpoint writer) and the
+  // build of its state (here) run at once; the answer waits for both.
+  if (absl::Status sound = CheckRestorable(record, impl_->model()); !sound.ok()) {
+    return done(
+        absl::DataLossError(absl::StrCat("the imported state file: ", sound.message())));
   }
-  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), record = std::move(record),
-               state = *std::move(state), done = std::move(done)]() mutable {
-    impl->commands().Import(tenant, std::move(record), std::move(state), done);
+  auto import = std::make_shared<PendingImport>(std::move(record));
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), import, done = std::move(done)] {
+    impl->commands().Import(tenant, import, done);
   });
+  import->SetState(RestoreState(import->record(), impl_->model()));
 }
 
 void Scheduler::RefuseNewWork() { impl_->RefuseNewWork(); }

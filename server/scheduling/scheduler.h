@@ -152,8 +152,9 @@ class Scheduler {
   // The session's state file, as the store holds it.
   void ExportSession(std::string tenant, std::string id, Done<std::string> done);
   // `record` has passed DecodeStateFileOfModel; the session gets a new id.
-  // Its state is restored on the calling thread, which hears a damaged one
-  // (DATA_LOSS) at once.
+  // Its payload is checked on the calling thread, which hears a damaged one
+  // (DATA_LOSS) at once; the state is then built there while the file is
+  // written (server/scheduling/pending_import.h).
   void ImportSession(std::string tenant, SessionRecord record, Done<SessionInfo> done);
 
   // Named states (server/scheduling/named_states.h). Names are checked here

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/language_model.h"
+#include "server/scheduling/pending_import.h"
 
 namespace linserve {
 namespace {
@@ -137,20 +138,17 @@ void SessionCommands::Export(const std::string& tenant, const std::string& id,
                     });
 }
 
-void SessionCommands::Import(const std::string& tenant, SessionRecord record, State state,
+void SessionCommands::Import(const std::string& tenant, std::shared_ptr<PendingImport> import,
                              const Done<SessionInfo>& done) {
-  absl::StatusOr<Session*> session = sessions_.AddResident(tenant, std::move(state));
+  const SessionRecord& record = import->record();
+  absl::StatusOr<Session*> session = sessions_.AddPending(tenant, record.position);
   if (!session.ok()) return done(session.status());
   Session& imported = **session;
   imported.position = record.position;
   imported.pending_token = record.pending_token;
   imported.origin = record.origin;
   imported.rng = {record.rng_seed, record.rng_draws};
-  // The payload just restored to this state is saved as it came: serializing
-  // the state again would give bytes that restore to the same state, at the
-  // cost of a copy out of every tensor.
-  sessions_.CheckpointThenAnswer(imported, done, "the imported session",
-                                 std::move(record.payload));
+  sessions_.CheckpointImported(imported, std::move(import), done);
 }
 
 }  // namespace linserve

@@ -8,6 +8,7 @@
 // (server/scheduling/turn_runner.h).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "server/scheduling/scheduler.h"
@@ -38,9 +39,10 @@ class SessionCommands {
   void Fork(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
   // The session's state file, as the store holds it.
   void Export(const std::string& tenant, const std::string& id, const Done<std::string>& done);
-  // `record` has passed DecodeStateFileOfModel and `state` is its payload
-  // restored (RestoreState); the session gets a new id.
-  void Import(const std::string& tenant, SessionRecord record, State state,
+  // `import`'s record has passed DecodeStateFileOfModel and CheckRestorable,
+  // and its state is being built on another thread; the session gets a new
+  // id, and answers once it is durable and its state built.
+  void Import(const std::string& tenant, std::shared_ptr<PendingImport> import,
               const Done<SessionInfo>& done);
 
  private:

@@ -8,6 +8,7 @@
 #include "engine/model/language_model.h"
 #include "engine/base/status_macros.h"
 #include "server/common/log.h"
+#include "server/scheduling/pending_import.h"
 
 namespace linserve {
 namespace {
@@ -252,9 +253,11 @@ absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, 
 }
 
 void SessionManager::Checkpoint(Session& session, SessionRecord record, bool leased,
-                                std::function<void(absl::Status)> durable) {
+                                std::function<void(absl::Status)> durable,
+                                std::shared_ptr<const std::string> payload) {
   ++session.pending_writes;
-  writer_.Put(session.key(), std::move(record), sharing_.NextFence(session, leased),
+  writer_.Put(session.key(), std::move(record), std::move(payload),
+              sharing_.NextFence(session, leased),
               [this, id = session.id, durable = std::move(durable)](absl::Status written) {
                 if (!written.ok()) {
                   LogError("checkpoint_failed", {{"error", written.ToString()}});
@@ -275,7 +278,7 @@ void SessionManager::Checkpoint(Session& session, SessionRecord record, bool lea
 
 void SessionManager::CheckpointThenAnswer(Session& session,
                                           const Scheduler::Done<SessionInfo>& done,
-                                          const char* what, std::optional<std::string> payload) {
+                                          const char* what) {
   // A new session exists only once it is durable: busy until then, so that
   // no turn, fork or delete reaches it, and removed when the save fails.
   session.busy = true;
@@ -290,8 +293,55 @@ void SessionManager::CheckpointThenAnswer(Session& session,
       done(InfoOf(*saved));
     });
   };
-  SessionRecord record = payload ? RecordOf(session, *std::move(payload)) : RecordOf(session);
-  Checkpoint(session, std::move(record), /*leased=*/false, std::move(answer));
+  Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+}
+
+absl::StatusOr<Session*> SessionManager::AddPending(const std::string& tenant, int64_t position) {
+  if (absl::Status room = store_->CheckRoom(model_.StateBytes(position)); !room.ok()) {
+    metrics_->CountRejection("store_full");
+    return room;
+  }
+  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
+  if (!session.ok()) {
+    metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
+                                                                  : "tenant_quota");
+    return session.status();
+  }
+  (*session)->busy = true;  // until CheckpointImported answers: no turn, fork or delete reaches it
+  UpdateGauges();
+  return session;
+}
+
+void SessionManager::CheckpointImported(Session& session, std::shared_ptr<PendingImport> import,
+                                        const Scheduler::Done<SessionInfo>& done) {
+  import->WhenBoth([this, id = session.id, done](absl::StatusOr<State> state,
+                                                 absl::Status written) {
+    post_([this, id, done, state = std::move(state), written = std::move(written)]() mutable {
+      Session* imported = pool_.FindById(id);  // busy until now: nothing removed it
+      if (!written.ok()) {
+        Discard(id);
+        return done(SaveError("saving the imported session (so it was not created)", written));
+      }
+      if (!state.ok()) {
+        // Checked before the write, so only memory fails here; the file
+        // that landed goes with the session.
+        Forget(id, nullptr);
+        return done(absl::Status(state.status().code(),
+                                 absl::StrCat("the imported state: ", state.status().message())));
+      }
+      imported->busy = false;
+      // Durable already: without room in memory it stays in the store, as an
+      // idle session would.
+      if (pool_.MakeRoom(imported).ok()) imported->state = std::make_unique<State>(*std::move(state));
+      UpdateGauges();
+      done(InfoOf(*imported));
+    });
+  });
+  // The file is the import's own payload under this session's header: the
+  // state is not serialized again.
+  Checkpoint(session, RecordOf(session, std::string()), /*leased=*/false,
+             [import](absl::Status written) { import->SetWritten(std::move(written)); },
+             PendingImport::Payload(import));
 }
 
 absl::Status SessionManager::SaveError(absl::string_view what, const absl::Status& written) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,7 @@
 namespace linserve {
 
 class LanguageModel;  // engine/model/language_model.h (LibTorch stays out of this header)
+class PendingImport;  // server/scheduling/pending_import.h (likewise)
 struct State;
 
 class SessionManager {
@@ -74,15 +76,26 @@ class SessionManager {
 
   // Queues `record` as the session's checkpoint (fenced by the turn's lease
   // when `leased`); `durable` runs on the writer thread once it is (or failed).
+  // `payload`, unless null, is written in place of the record's own.
   void Checkpoint(Session& session, SessionRecord record, bool leased,
-                  std::function<void(absl::Status)> durable);
+                  std::function<void(absl::Status)> durable,
+                  std::shared_ptr<const std::string> payload = nullptr);
   // Checkpoints a session just made, then answers `done` with its info; when
   // the save fails the session is removed and `done` hears why saving `what`
-  // failed. `payload`, when given, is bytes that restore to the session's
-  // state (an imported file's, just restored), saved instead of serializing
-  // the state again.
+  // failed.
   void CheckpointThenAnswer(Session& session, const Scheduler::Done<SessionInfo>& done,
-                            const char* what, std::optional<std::string> payload = std::nullopt);
+                            const char* what);
+  // A new session of `tenant` whose state is still being built elsewhere (an
+  // import's): busy, and without a state until CheckpointImported gives it one.
+  // RESOURCE_EXHAUSTED at the session limits or when the store is full.
+  absl::StatusOr<Session*> AddPending(const std::string& tenant, int64_t position);
+  // Writes the imported file's payload as the pending session's checkpoint
+  // while `import`'s state is built, then answers `done`: with the session's
+  // info once both are done (its state in memory when there is room, else in
+  // the store alone), or with why not (the session removed, and its file too
+  // when the write had landed).
+  void CheckpointImported(Session& session, std::shared_ptr<PendingImport> import,
+                          const Scheduler::Done<SessionInfo>& done);
   // What the client hears when `what` failed to save: RESOURCE_EXHAUSTED
   // stays so (the store is full: retrying will not help until sessions are
   // deleted), ABORTED stays so (another server moved the session: a fenced

@@ -17,10 +17,18 @@ void CheckpointWriter::Put(StoredSessionKey key, SessionRecord record, Done done
 
 void CheckpointWriter::Put(StoredSessionKey key, SessionRecord record, WriteFence fence,
                            Done done) {
-  worker_.Run([this, key = std::move(key), record = std::move(record), fence = std::move(fence),
-               done = std::move(done)] {
+  Put(std::move(key), std::move(record), nullptr, std::move(fence), std::move(done));
+}
+
+void CheckpointWriter::Put(StoredSessionKey key, SessionRecord header,
+                           std::shared_ptr<const std::string> payload, WriteFence fence,
+                           Done done) {
+  worker_.Run([this, key = std::move(key), header = std::move(header),
+               payload = std::move(payload), fence = std::move(fence), done = std::move(done)] {
     const absl::Time start = absl::Now();
-    const absl::Status status = store_->PutFenced(key, EncodeStateFile(record), fence).status();
+    const std::string file =
+        payload ? EncodeStateFile(header, *payload) : EncodeStateFile(header);
+    const absl::Status status = store_->PutFenced(key, file, fence).status();
     metrics_->session_save_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
     if (done) done(status);
   });

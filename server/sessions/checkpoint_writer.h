@@ -2,6 +2,8 @@
 #define LINSERVE_SERVER_CHECKPOINT_WRITER_H_
 
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "server/common/metrics.h"
@@ -30,6 +32,10 @@ class CheckpointWriter {
   // under `fence` (see WriteFence; a store one server owns ignores it).
   void Put(StoredSessionKey key, SessionRecord record, Done done);
   void Put(StoredSessionKey key, SessionRecord record, WriteFence fence, Done done);
+  // The same with `payload`, unless null, as the file's payload in place of
+  // the record's own: bytes another thread may read at the same time.
+  void Put(StoredSessionKey key, SessionRecord header, std::shared_ptr<const std::string> payload,
+           WriteFence fence, Done done);
   void Delete(StoredSessionKey key, Done done);
   // Returns once everything queued before the call is done.
   void Flush();

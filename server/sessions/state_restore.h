@@ -20,6 +20,11 @@ struct State;
 // format version, model fingerprint) come first; this is what they cannot see.
 absl::StatusOr<State> RestoreState(const SessionRecord& record, const LanguageModel& model);
 
+// RestoreState's checks alone, the tensors read where they lie in the
+// payload: OK exactly when RestoreState would succeed, memory allowing.
+// ImportSession checks first, then writes the file while it builds the state.
+absl::Status CheckRestorable(const SessionRecord& record, const LanguageModel& model);
+
 }  // namespace linserve
 
 #endif  // LINSERVE_SERVER_STATE_RESTORE_H_

@@ -63,7 +63,11 @@ absl::StatusOr<T> HeaderInteger(const json& header, const char* key) {
 
 }  // namespace
 
-std::string EncodeStateFile(const SessionRecord& r) {
+std::string EncodeStateFile(const SessionRecord& record) {
+  return EncodeStateFile(record, record.payload);
+}
+
+std::string EncodeStateFile(const SessionRecord& r, std::string_view payload) {
   json fields = json{{"model_fingerprint", r.model_fingerprint},
                     {"tenant", r.tenant},
                     {"session_id", r.session_id},
@@ -78,12 +82,12 @@ std::string EncodeStateFile(const SessionRecord& r) {
   if (!r.origin.empty()) fields["origin"] = r.origin;
   const std::string header = fields.dump();
   std::string out(kMagic, sizeof(kMagic));
-  out.reserve(kFixedBytes + header.size() + r.payload.size());
+  out.reserve(kFixedBytes + header.size() + payload.size());
   AppendLittleEndian(out, kStateFormatVersion, 4);
   AppendLittleEndian(out, header.size(), 4);
   out += header;
-  AppendLittleEndian(out, r.payload.size(), 8);
-  out += r.payload;
+  AppendLittleEndian(out, payload.size(), 8);
+  out += payload;
   out += Checksum(out);
   return out;
 }

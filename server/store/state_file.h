@@ -53,6 +53,8 @@ struct SessionRecord {
 };
 
 std::string EncodeStateFile(const SessionRecord& record);
+// The same with `payload` in place of the record's own (which is ignored).
+std::string EncodeStateFile(const SessionRecord& header, std::string_view payload);
 
 // `max_bytes` bounds the whole file (the server's max state size).
 absl::StatusOr<SessionRecord> DecodeStateFile(std::string_view bytes, int64_t max_bytes);

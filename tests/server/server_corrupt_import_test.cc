@@ -3,6 +3,7 @@
 // the server keeps serving.
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,15 @@ namespace {
 
 constexpr int64_t kMaxStateBytes = 1 << 20;
 
+// The state files under the disk store's directory.
+int StateFileCount(const std::string& store) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(store)) {
+    files += entry.is_regular_file() && entry.path().extension() == ".state";
+  }
+  return files;
+}
+
 struct Case {
   std::string name;
   std::string file;
@@ -28,8 +38,8 @@ struct Case {
 
 TEST(CorruptImportTest, EveryDamagedFileIsRefusedAndTheServerKeepsServing) {
   const std::string model = *WriteTinyModel(FreshDir("corrupt-import-model"), 11);
-  auto server = ServerProcess::Start({"--model=" + model,
-                                      "--store_dir=" + FreshDir("corrupt-import-store"),
+  const std::string store = FreshDir("corrupt-import-store");
+  auto server = ServerProcess::Start({"--model=" + model, "--store_dir=" + store,
                                       "--warmup_steps=0",
                                       "--max_state_bytes=" + std::to_string(kMaxStateBytes)});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -72,6 +82,8 @@ TEST(CorruptImportTest, EveryDamagedFileIsRefusedAndTheServerKeepsServing) {
        grpc::StatusCode::RESOURCE_EXHAUSTED, "max_state_bytes = 1048576"},
   };
   const int sessions_before = SessionCount(*stub);
+  const int files_before = StateFileCount(store);
+  ASSERT_GT(files_before, 0);
   for (const Case& c : cases) {
     v1::Session imported;
     const grpc::Status status = ImportSession(*stub, c.file, &imported);
@@ -82,11 +94,14 @@ TEST(CorruptImportTest, EveryDamagedFileIsRefusedAndTheServerKeepsServing) {
     GenerateOutcome after = RunGenerate(*stub, MakeRequest("still there?", "", 4, 2));
     EXPECT_TRUE(after.status.ok()) << c.name << ": " << after.status.error_message();
     EXPECT_EQ(SessionCount(*stub), sessions_before) << c.name;
+    // Nor any file: an import is checked whole before its file is written.
+    EXPECT_EQ(StateFileCount(store), files_before) << c.name;
   }
   // The sound file imports and continues like its source.
   v1::Session imported;
   ASSERT_TRUE(ImportSession(*stub, *file, &imported).ok());
   EXPECT_EQ(imported.position(), turn.finished.position());
+  EXPECT_EQ(StateFileCount(store), files_before + 1);
   EXPECT_EQ(RunGenerate(*stub, MakeRequest("next", imported.id(), 8, 3)).text,
             RunGenerate(*stub, MakeRequest("next", session->id(), 8, 3)).text);
 }

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -104,6 +106,42 @@ TEST(SafetensorsTest, ParsedTensorsOwnTheirMemory) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   bytes.assign(bytes.size(), '\x7f');
   EXPECT_TRUE(torch::equal(parsed->tensors.at("w"), torch::arange(4, torch::kFloat)));
+}
+
+TEST(SafetensorsTest, InPlaceTensorsViewTheBytesWhereAligned) {
+  const TensorMap tensors = EveryDtype();
+  const std::string bytes = SerializeSafetensors(tensors);
+  auto in_place = ParseSafetensorsInPlace(bytes);
+  ASSERT_TRUE(in_place.ok()) << in_place.status();
+  ExpectSameTensors(in_place->tensors, tensors);
+  // A tensor is a view where its data lies aligned to its element size
+  // (the first, "bf16", at the data section's start: the writer pads the
+  // header to 8 bytes), a copy elsewhere (after the 3-byte "bool", say).
+  int views = 0;
+  for (const auto& [name, tensor] : in_place->tensors) {
+    if (tensor.numel() == 0) continue;
+    const auto* data = static_cast<const char*>(tensor.data_ptr());
+    if (data >= bytes.data() && data < bytes.data() + bytes.size()) {
+      ++views;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % tensor.element_size(), 0u) << name;
+    }
+  }
+  const auto* bf16 = static_cast<const char*>(in_place->tensors.at("bf16").data_ptr());
+  EXPECT_TRUE(bf16 >= bytes.data() && bf16 < bytes.data() + bytes.size());
+  EXPECT_GT(views, 0);
+  // One byte off: "bf16" cannot be read in place, and comes back as a copy
+  // with the same values.
+  std::string shifted(bytes.size() + 1, '\0');
+  std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+  const std::string_view off_by_one = std::string_view(shifted).substr(1);
+  auto copied = ParseSafetensorsInPlace(off_by_one);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  ExpectSameTensors(copied->tensors, tensors);
+  const auto* moved = static_cast<const char*>(copied->tensors.at("bf16").data_ptr());
+  EXPECT_FALSE(moved >= shifted.data() && moved < shifted.data() + shifted.size());
+  // Refusals are ParseSafetensors' own.
+  EXPECT_EQ(ParseSafetensorsInPlace(bytes.substr(0, bytes.size() - 1)).status(),
+            ParseSafetensors(bytes.substr(0, bytes.size() - 1)).status());
 }
 
 TEST(SafetensorsTest, NonContiguousTensorsAreWrittenRowMajor) {

@@ -7,6 +7,9 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
 
 #include "engine/transformer/transformer_model.h"
 #include "engine/formats/safetensors.h"
@@ -15,6 +18,21 @@
 
 namespace linserve {
 namespace {
+
+// CheckSerializedState (the checks alone, in place) gives DeserializeState's
+// verdict: the position when it restores, the same error when it does not.
+// Also from a copy one byte off the bytes' alignment, where the check copies
+// the tensors it cannot read in place.
+void ExpectTheSameVerdict(const LanguageModel& model, const std::string& bytes) {
+  const absl::StatusOr<State> restored = model.DeserializeState(bytes);
+  std::string shifted(bytes.size() + 1, '\0');
+  std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+  for (std::string_view view : {std::string_view(bytes), std::string_view(shifted).substr(1)}) {
+    const absl::StatusOr<int64_t> checked = model.CheckSerializedState(view);
+    ASSERT_EQ(checked.status(), restored.status());
+    if (restored.ok()) EXPECT_EQ(*checked, restored->positions[0]);
+  }
+}
 
 class StateTest : public ::testing::TestWithParam<NamedConfig> {
  protected:
@@ -72,6 +90,7 @@ TEST_P(StateTest, SerializesBitExactly) {
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_TRUE(BitEqual(state, *restored));
   EXPECT_EQ(model_->SerializeState(*restored), bytes);
+  ExpectTheSameVerdict(*model_, bytes);
   // The restored state continues exactly like the original.
   auto a = model_->Step(state, {66});
   auto b = model_->Step(*restored, {66});
@@ -92,9 +111,10 @@ TEST_P(StateTest, Float32SumsOfOlderStatesLoadWidened) {
     ++narrowed;
   }
   if (GetParam().config.attention.kind != AttentionKind::kSoftmax) EXPECT_GT(narrowed, 0);
-  auto restored =
-      model_->DeserializeState(SerializeSafetensors(contents->tensors, contents->metadata));
+  const std::string narrowed_bytes = SerializeSafetensors(contents->tensors, contents->metadata);
+  auto restored = model_->DeserializeState(narrowed_bytes);
   ASSERT_TRUE(restored.ok()) << restored.status();
+  ExpectTheSameVerdict(*model_, narrowed_bytes);
   State expected = CloneState(state);
   for (LayerState& layer : expected.layers) {
     for (torch::Tensor& t : layer) {
@@ -120,7 +140,9 @@ TEST_P(StateTest, NaNOrInfInAnyTensorIsDataLossNamingIt) {
         for (float value : bad) {
           State poisoned = CloneState(state);
           poisoned.layers[layer][i].view({-1})[at] = value;
-          auto restored = model_->DeserializeState(model_->SerializeState(poisoned));
+          const std::string bytes = model_->SerializeState(poisoned);
+          auto restored = model_->DeserializeState(bytes);
+          ExpectTheSameVerdict(*model_, bytes);
           ASSERT_EQ(restored.status().code(), absl::StatusCode::kDataLoss)
               << "layer " << layer << " tensor " << i << " value " << value << " at " << at;
           EXPECT_NE(restored.status().message().find("layers." + std::to_string(layer) + "."),
@@ -207,6 +229,10 @@ TEST(StateBytesTest, RejectsBadBytesWithClearErrors) {
   ASSERT_FALSE(wrong_shape.ok());
   EXPECT_NE(std::string(wrong_shape.status().message()).find("shape"), std::string::npos)
       << wrong_shape.status();
+
+  ExpectTheSameVerdict(*model, bytes.substr(0, bytes.size() - 5));
+  ExpectTheSameVerdict(*vq_model, bytes);
+  ExpectTheSameVerdict(*wide_model, bytes);
 }
 
 }  // namespace
