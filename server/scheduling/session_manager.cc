@@ -229,10 +229,11 @@ void SessionManager::Forget(const std::string& id, std::function<void(absl::Stat
   });
 }
 
-absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, State state) {
+absl::StatusOr<Session*> SessionManager::AddSession(const std::string& tenant,
+                                                    int64_t position) {
   // A new session's state file needs at least its state's bytes: refuse
   // before any work rather than after the turn, when the save would fail.
-  if (absl::Status room = store_->CheckRoom(model_.StateBytes(state.positions[0])); !room.ok()) {
+  if (absl::Status room = store_->CheckRoom(model_.StateBytes(position)); !room.ok()) {
     metrics_->CountRejection("store_full");
     return room;
   }
@@ -240,8 +241,13 @@ absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, 
   if (!session.ok()) {
     metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
                                                                   : "tenant_quota");
-    return session.status();
   }
+  return session;
+}
+
+absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, State state) {
+  absl::StatusOr<Session*> session = AddSession(tenant, state.positions[0]);
+  if (!session.ok()) return session;
   if (absl::Status room = pool_.MakeRoom(*session); !room.ok()) {
     pool_.Remove((*session)->id);
     metrics_->CountRejection("sessions_in_memory");
@@ -297,17 +303,10 @@ void SessionManager::CheckpointThenAnswer(Session& session,
 }
 
 absl::StatusOr<Session*> SessionManager::AddPending(const std::string& tenant, int64_t position) {
-  if (absl::Status room = store_->CheckRoom(model_.StateBytes(position)); !room.ok()) {
-    metrics_->CountRejection("store_full");
-    return room;
-  }
-  absl::StatusOr<Session*> session = pool_.Add(tenant, NowUnixMs());
-  if (!session.ok()) {
-    metrics_->CountRejection(pool_.size() >= pool_.max_sessions() ? "session_limit"
-                                                                  : "tenant_quota");
-    return session.status();
-  }
-  (*session)->busy = true;  // until CheckpointImported answers: no turn, fork or delete reaches it
+  absl::StatusOr<Session*> session = AddSession(tenant, position);
+  if (!session.ok()) return session;
+  // Until CheckpointImported answers, no turn, fork or delete reaches it.
+  (*session)->busy = true;
   UpdateGauges();
   return session;
 }
@@ -332,7 +331,9 @@ void SessionManager::CheckpointImported(Session& session, std::shared_ptr<Pendin
       imported->busy = false;
       // Durable already: without room in memory it stays in the store, as an
       // idle session would.
-      if (pool_.MakeRoom(imported).ok()) imported->state = std::make_unique<State>(*std::move(state));
+      if (pool_.MakeRoom(imported).ok()) {
+        imported->state = std::make_unique<State>(*std::move(state));
+      }
       UpdateGauges();
       done(InfoOf(*imported));
     });

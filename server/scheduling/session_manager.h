@@ -129,6 +129,10 @@ class SessionManager {
  private:
   // Drops the copy of a session the store no longer has.
   absl::Status Gone(const std::string& id);
+  // A new session of `tenant` in the pool, with no state, once the store has
+  // room for a state at `position` and the limits allow one more (each
+  // refusal counted).
+  absl::StatusOr<Session*> AddSession(const std::string& tenant, int64_t position);
   // Prepare, once the store's answer is in; `fresh`: just read from the store.
   void Prepare(const std::string& tenant, const std::string& id, Use use, bool fresh,
                Prepared then);
