@@ -50,6 +50,9 @@ unmount_under "$work"
 if [ "$keep" != 1 ]; then rm -rf --one-file-system "$work/storage" "$work/tmp"; fi
 rm -rf --one-file-system "$work/run"
 mkdir -p "$work/storage" "$work/tmp" "$work/run"
+# Everything the test says is also kept beside the build log: ctest's own
+# log of it is overwritten by the next ctest run in the same build folder.
+exec > >(tee "$work/run/test.log") 2>&1
 # Kernel overlayfs when this machine can mount it, else the slower vfs copy.
 driver=vfs
 mkdir -p "$work/tmp/probe/"{lower,upper,work,merged}
