@@ -2,13 +2,19 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/transformer/transformer_model.h"
 #include "tests/tiny_model.h"
 
@@ -28,12 +34,37 @@ absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig
   return dir;
 }
 
+namespace {
+
+// The directories FreshDir made in this process. They hold models, stores
+// and logs of megabytes each, so they go when the program ends, unless a
+// test failed: then they stay for a look.
+absl::Mutex fresh_dirs_mutex;
+std::vector<std::string>* fresh_dirs ABSL_GUARDED_BY(fresh_dirs_mutex) = nullptr;
+
+void RemoveFreshDirs() {
+  if (!::testing::UnitTest::GetInstance()->Passed()) return;
+  absl::MutexLock lock(&fresh_dirs_mutex);
+  for (const std::string& dir : *fresh_dirs) {
+    std::error_code ignored;  // a server still writing there: nothing to do
+    std::filesystem::remove_all(dir, ignored);
+  }
+}
+
+}  // namespace
+
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") /
                               absl::StrCat("linserve-e2e-", getpid(), "-", name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  absl::MutexLock lock(&fresh_dirs_mutex);
+  if (fresh_dirs == nullptr) {
+    fresh_dirs = new std::vector<std::string>;
+    std::atexit(RemoveFreshDirs);
+  }
+  fresh_dirs->push_back(dir.string());
   return dir.string();
 }
 

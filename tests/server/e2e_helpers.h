@@ -25,7 +25,8 @@ absl::StatusOr<std::string> WriteTinyModel(const std::string& dir, uint64_t seed
 absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig& config,
                                        uint64_t seed);
 
-// A fresh empty directory under the test's temporary directory.
+// A fresh empty directory under the test's temporary directory; removed
+// when the program ends if every test passed.
 std::string FreshDir(const std::string& name);
 
 // Path of the shipped default model (a real trained model that writes
