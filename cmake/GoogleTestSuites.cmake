@@ -1,4 +1,4 @@
-# linserve_add_gtest_suites(<target> [LABELS label...] [TIMEOUT seconds])
+# linserve_add_gtest_suites(<target> [LABELS label...] [TIMEOUT seconds] [COST seconds])
 #
 # Registers each GoogleTest suite of <target> as one ctest test, named after
 # the suite and running `<target> --gtest_filter=<suite>.*`. A process per
@@ -11,13 +11,15 @@
 # gtest_discover_tests does, into a file ctest includes; a target this build
 # did not make appears as <target>_NOT_BUILT. LINSERVE_GTEST_EXCLUDE, a
 # GoogleTest filter of test names (A.b:C.d), leaves those tests out of every
-# suite (the sanitizer builds set it).
+# suite (the sanitizer builds set it). COST, about a suite's seconds, has
+# ctest start the long ones first, so that none is left running alone at the
+# end of a parallel run.
 set(LINSERVE_GTEST_EXCLUDE "" CACHE STRING
   "GoogleTest filter of tests to leave out of every registered suite")
 set(LINSERVE_GTEST_SUITES_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/GoogleTestSuitesList.cmake)
 
 function(linserve_add_gtest_suites target)
-  cmake_parse_arguments(arg "" "TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(arg "" "TIMEOUT;COST" "LABELS" ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 1500)
   endif()
@@ -33,6 +35,7 @@ function(linserve_add_gtest_suites target)
       -D LABELS=${labels}
       -D TIMEOUT=${arg_TIMEOUT}
       -D EXCLUDE=${LINSERVE_GTEST_EXCLUDE}
+      -D COST=${arg_COST}
       -P ${LINSERVE_GTEST_SUITES_SCRIPT}
     BYPRODUCTS ${listed}
     VERBATIM)

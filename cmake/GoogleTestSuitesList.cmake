@@ -1,7 +1,8 @@
 # Run by linserve_add_gtest_suites after a build (cmake -P): lists the suites
 # of EXECUTABLE and writes OUTPUT, the ctest file that registers each one.
 # Input: EXECUTABLE, WORKING_DIRECTORY, OUTPUT, LABELS (comma-separated),
-# TIMEOUT, EXCLUDE (a GoogleTest negative filter, may be empty).
+# TIMEOUT, EXCLUDE (a GoogleTest negative filter, may be empty), COST (may be
+# empty).
 execute_process(COMMAND ${EXECUTABLE} --gtest_list_tests
   WORKING_DIRECTORY ${WORKING_DIRECTORY}
   OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE result
@@ -39,6 +40,9 @@ foreach(suite IN LISTS suites)
     " TIMEOUT ${TIMEOUT}")
   if(labels)
     string(APPEND content " LABELS [==[${labels}]==]")
+  endif()
+  if(COST)
+    string(APPEND content " COST ${COST}")
   endif()
   string(APPEND content ")\n")
 endforeach()
