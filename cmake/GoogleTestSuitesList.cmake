@@ -3,6 +3,9 @@
 # Input: EXECUTABLE, WORKING_DIRECTORY, OUTPUT, LABELS (comma-separated),
 # TIMEOUT, EXCLUDE (a GoogleTest negative filter, may be empty), COST (may be
 # empty).
+# Without LeakSanitizer's scan at exit in an ASan build: listing runs no test,
+# and the scan of LibTorch's heap took 3 of an e2e test program's 5.7 s.
+set(ENV{ASAN_OPTIONS} "$ENV{ASAN_OPTIONS}:detect_leaks=0")
 execute_process(COMMAND ${EXECUTABLE} --gtest_list_tests
   WORKING_DIRECTORY ${WORKING_DIRECTORY}
   OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE result
