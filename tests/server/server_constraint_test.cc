@@ -259,11 +259,17 @@ TEST_F(ConstraintTest, AutoToolChoiceGivesTextOrACallAndResultsRoundTrip) {
         {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "-3 C"}}}},
       {"tools", {kWeatherTool}},
       {"tool_choice", "none"},
-      {"max_tokens", 10}};
+      {"max_tokens", 10},
+      {"seed", 7}};
   HttpReply answer = http.Post("/v1/chat/completions", round_trip);
   ASSERT_EQ(answer.status, 200) << answer.body;
   EXPECT_TRUE(answer.json["choices"][0]["message"]["content"].is_string());
-  EXPECT_EQ(answer.json["usage"]["completion_tokens"], 10);
+  // The model may end its answer before the limit (unseeded, it did in some
+  // runs); an answer that ends early says so.
+  const int tokens = answer.json["usage"]["completion_tokens"];
+  EXPECT_GE(tokens, 1) << answer.body;
+  EXPECT_LE(tokens, 10) << answer.body;
+  if (tokens < 10) EXPECT_EQ(answer.json["choices"][0]["finish_reason"], "stop") << answer.body;
 }
 
 TEST_F(ConstraintTest, BadConstraintsAreRefusedNamingTheFieldAndTheLimit) {
