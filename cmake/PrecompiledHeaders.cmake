@@ -59,7 +59,11 @@ if(LINSERVE_PRECOMPILE_HEADERS)
     target_link_libraries(linserve_precompiled_${kind}_unoptimized PRIVATE ${_libraries})
     target_precompile_headers(linserve_precompiled_${kind}_unoptimized PRIVATE ${_headers})
     # Only test programs are UNOPTIMIZED, and every one includes GoogleTest.
+    # With GoogleTest's own definitions (GTEST_HAS_PTHREAD), which the units
+    # get from linking it.
     if(LINSERVE_BUILD_TESTS)
+      find_package(GTest REQUIRED)
+      target_link_libraries(linserve_precompiled_${kind}_unoptimized PRIVATE GTest::gtest)
       target_precompile_headers(linserve_precompiled_${kind}_unoptimized PRIVATE <gtest/gtest.h>)
     endif()
     target_compile_options(linserve_precompiled_${kind}_unoptimized PRIVATE -O0)
