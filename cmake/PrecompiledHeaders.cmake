@@ -11,8 +11,8 @@
 # -ftime-trace over a sample of units): LibTorch's nn modules, abseil's
 # status, nlohmann::json; the test holders add GoogleTest. With them a
 # LibTorch unit compiled in 0.70-0.74 of its time (14 engine units, clang,
-# the normal and the TSan build), an engine test unit in about 0.6 and a
-# gRPC unit in 0.88.
+# the normal and the TSan build), an engine test unit in about 0.6 and
+# eight gRPC units in 0.91.
 #
 #   linserve_precompile(<target> torch|grpc [UNOPTIMIZED])
 #
