@@ -58,9 +58,9 @@ if(LINSERVE_PRECOMPILE_HEADERS)
     get_target_property(_headers linserve_precompiled_${kind} PRECOMPILE_HEADERS)
     target_link_libraries(linserve_precompiled_${kind}_unoptimized PRIVATE ${_libraries})
     target_precompile_headers(linserve_precompiled_${kind}_unoptimized PRIVATE ${_headers})
-    # Only test programs are UNOPTIMIZED, and every one includes GoogleTest.
-    # With GoogleTest's own definitions (GTEST_HAS_PTHREAD), which the units
-    # get from linking it.
+    # Only test programs are UNOPTIMIZED, and every one includes GoogleTest;
+    # linked, so that the header is made with the definitions the units get
+    # (GTEST_HAS_PTHREAD).
     if(LINSERVE_BUILD_TESTS)
       find_package(GTest REQUIRED)
       target_link_libraries(linserve_precompiled_${kind}_unoptimized PRIVATE GTest::gtest)
