@@ -147,10 +147,12 @@ v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id) {
   return session;
 }
 
-absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt) {
+absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt,
+                                          const std::string& cache_salt) {
   grpc::ClientContext context;
   v1::CreateSessionRequest request;
   request.set_prompt(prompt);
+  request.set_cache_salt(cache_salt);
   v1::Session session;
   grpc::Status status = stub.CreateSession(&context, request, &session);
   if (!status.ok()) {

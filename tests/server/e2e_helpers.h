@@ -76,7 +76,8 @@ int SessionCount(v1::Linserve::Stub& stub);
 // GetSession; a failed call is a test failure (and an empty Session).
 v1::Session GetSession(v1::Linserve::Stub& stub, const std::string& id);
 
-absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt = "");
+absl::StatusOr<v1::Session> CreateSession(v1::Linserve::Stub& stub, const std::string& prompt = "",
+                                          const std::string& cache_salt = "");
 
 // The state file of a session, via ExportSession.
 absl::StatusOr<std::string> ExportSession(v1::Linserve::Stub& stub, const std::string& id);

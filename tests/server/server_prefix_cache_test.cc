@@ -85,8 +85,9 @@ std::string Output(const GenerateOutcome& outcome) {
 }
 
 GenerateOutcome Sample(v1::Linserve::Stub& stub, const std::string& prompt,
-                       const std::string& session = "") {
+                       const std::string& session = "", const std::string& cache_salt = "") {
   v1::GenerateRequest request = MakeRequest(prompt, session, 24, 99, 0.9f);
+  request.set_cache_salt(cache_salt);
   request.set_logprobs(true);
   request.set_top_logprobs(3);
   GenerateOutcome outcome = RunGenerate(stub, request);
@@ -100,27 +101,29 @@ const std::string kPrompt =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it "
     "was the age of foolishness, it was the epoch of belief, it was the e";
 
-class PrefixCacheKindTest : public ::testing::TestWithParam<std::string> {};
+
+// The parts of PrefixCacheKindTest below share one server with the cache off
+// and one with it on: starting a server is most of their time (about 1 s
+// here, 4 s under ASan), and CI runs the suite five times (scripts/test, the
+// three passes of scripts/test-bit-identity, ASan). Each part sends a cache
+// salt of its own where it counts cached tokens, so that what another part
+// cached never changes its counts.
 
 // docs/DESIGN.md, "What is bit-identical", row "prefill in pieces ending on
 // chunk boundaries": the warm server's tokens and logprobs are the cold one's.
-TEST_P(PrefixCacheKindTest, ColdAndWarmGiveTheSameTokensAndLogprobs) {
-  const std::string model_dir = ModelDirFor(GetParam());
-  if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
+void ColdAndWarmGiveTheSameTokensAndLogprobs(const ServerProcess& off, const ServerProcess& on) {
   ASSERT_EQ(kPrompt.size(), 150u);
-  auto off = Start(model_dir, "prefix-off", {"--prefix_cache_bytes=0"});
-  auto on = Start(model_dir, "prefix-on");
-  ASSERT_TRUE(off && on);
-  auto off_stub = off->Stub();
-  auto stub = on->Stub();
+  auto off_stub = off.Stub();
+  auto stub = on.Stub();
+  const std::string salt = "cold-and-warm";
 
   const GenerateOutcome alone = Sample(*off_stub, kPrompt);
   EXPECT_EQ(alone.finished.usage().cached_tokens(), 0);
   // First sighting: no snapshot. Second: a snapshot at the deepest boundary
   // the two share (4 chunks), but no hit yet. Third: resumed from it.
-  const GenerateOutcome first = Sample(*stub, kPrompt);
-  const GenerateOutcome second = Sample(*stub, kPrompt);
-  const GenerateOutcome warm = Sample(*stub, kPrompt);
+  const GenerateOutcome first = Sample(*stub, kPrompt, "", salt);
+  const GenerateOutcome second = Sample(*stub, kPrompt, "", salt);
+  const GenerateOutcome warm = Sample(*stub, kPrompt, "", salt);
   EXPECT_EQ(first.finished.usage().cached_tokens(), 0);
   EXPECT_EQ(second.finished.usage().cached_tokens(), 0);
   EXPECT_EQ(warm.finished.usage().cached_tokens(), 4 * kChunk);
@@ -133,17 +136,17 @@ TEST_P(PrefixCacheKindTest, ColdAndWarmGiveTheSameTokensAndLogprobs) {
   // A longer prompt with the same beginning resumes from the longest cached
   // boundary, 128, and still matches the cache-off server.
   const std::string longer = kPrompt + "poch of incredulity, it was the season of Light";
-  const GenerateOutcome extended = Sample(*stub, longer);
+  const GenerateOutcome extended = Sample(*stub, longer, "", salt);
   EXPECT_EQ(extended.finished.usage().cached_tokens(), 4 * kChunk);
   EXPECT_EQ(Output(extended), Output(Sample(*off_stub, longer)));
 
   // A new session's first turn, and CreateSession with a prompt, hit too.
   auto session = CreateSession(*stub);
   ASSERT_TRUE(session.ok()) << session.status();
-  const GenerateOutcome first_turn = Sample(*stub, kPrompt, session->id());
+  const GenerateOutcome first_turn = Sample(*stub, kPrompt, session->id(), salt);
   EXPECT_EQ(first_turn.finished.usage().cached_tokens(), 4 * kChunk);
   EXPECT_EQ(Output(first_turn), Output(alone));
-  auto created = CreateSession(*stub, kPrompt);
+  auto created = CreateSession(*stub, kPrompt, salt);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->cached_tokens(), 4 * kChunk);
   auto created_off = CreateSession(*off_stub, kPrompt);
@@ -159,24 +162,23 @@ TEST_P(PrefixCacheKindTest, ColdAndWarmGiveTheSameTokensAndLogprobs) {
   ASSERT_TRUE(apart.status.ok()) << apart.status.error_message();
   EXPECT_EQ(apart.finished.usage().cached_tokens(), 0);
 
-  const std::string metrics = ScrapeMetrics(on->metrics_port()).value_or("");
+  const std::string metrics = ScrapeMetrics(on.metrics_port()).value_or("");
   EXPECT_GE(MetricValue(metrics, "linserve_prefix_cache_hits_total"), 4);
   EXPECT_GE(MetricValue(metrics, "linserve_prefix_cache_hit_tokens_total"), 4 * 4 * kChunk);
   EXPECT_GT(MetricValue(metrics, "linserve_prefix_cache_bytes"), 0);
 }
 
-TEST_P(PrefixCacheKindTest, ASessionsThreeTurnsStillEqualOnePrompt) {
-  const std::string model_dir = ModelDirFor(GetParam());
-  if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
-  auto server = Start(model_dir, "prefix-turns");
-  ASSERT_NE(server, nullptr);
-  auto stub = server->Stub();
+void ASessionsThreeTurnsStillEqualOnePrompt(const ServerProcess& on) {
+  auto stub = on.Stub();
+  const std::string salt = "three-turns";
   // Twice, so that the first turn's prompt is cached when the session runs.
-  Sample(*stub, kPrompt);
-  Sample(*stub, kPrompt);
+  Sample(*stub, kPrompt, "", salt);
+  Sample(*stub, kPrompt, "", salt);
   auto greedy = [&](const std::string& prompt, const std::string& session,
                     v1::Finished* finished = nullptr) {
-    GenerateOutcome outcome = RunGenerate(*stub, MakeRequest(prompt, session, 16, 1, 0.0f));
+    v1::GenerateRequest request = MakeRequest(prompt, session, 16, 1, 0.0f);
+    request.set_cache_salt(salt);
+    GenerateOutcome outcome = RunGenerate(*stub, request);
     EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
     if (finished != nullptr) *finished = outcome.finished;
     return outcome.text;
@@ -198,14 +200,9 @@ TEST_P(PrefixCacheKindTest, ASessionsThreeTurnsStillEqualOnePrompt) {
 // A named state made from P, then a turn X, is the single prompt P+X: P ends
 // on a chunk boundary, so the state after it is the one the whole prompt's
 // prefill passes through (the row above). With the cache on and off.
-TEST_P(PrefixCacheKindTest, ANamedStateThenATurnEqualsOnePrompt) {
-  const std::string model_dir = ModelDirFor(GetParam());
-  if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
-  auto off = Start(model_dir, "named-off", {"--prefix_cache_bytes=0"});
-  auto on = Start(model_dir, "named-on");
-  ASSERT_TRUE(off && on);
+void ANamedStateThenATurnEqualsOnePrompt(const ServerProcess& off, const ServerProcess& on) {
   const std::string p = kPrompt.substr(0, 4 * kChunk), x = kPrompt.substr(4 * kChunk);
-  for (ServerProcess* server : {off.get(), on.get()}) {
+  for (const ServerProcess* server : {&off, &on}) {
     auto stub = server->Stub();
     const GenerateOutcome alone = Sample(*stub, kPrompt);
     ASSERT_NE(Output(Sample(*stub, x)), Output(alone)) << "the state after p must matter";
@@ -239,6 +236,28 @@ TEST_P(PrefixCacheKindTest, ANamedStateThenATurnEqualsOnePrompt) {
     ASSERT_TRUE(stub->CreateSession(&session_context, from, &session).ok());
     EXPECT_EQ(session.position(), 4 * kChunk);
     EXPECT_EQ(Output(Sample(*stub, x, session.id())), Output(alone));
+  }
+}
+
+class PrefixCacheKindTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrefixCacheKindTest, CacheOnGivesWhatCacheOffGives) {
+  const std::string model_dir = ModelDirFor(GetParam());
+  if (model_dir.empty()) GTEST_SKIP() << "no " << Rwkv7FixturePath("tiny-rwkv7-fp32.pth");
+  auto off = Start(model_dir, "prefix-off", {"--prefix_cache_bytes=0"});
+  auto on = Start(model_dir, "prefix-on");
+  ASSERT_TRUE(off && on);
+  {
+    SCOPED_TRACE("ColdAndWarmGiveTheSameTokensAndLogprobs");
+    ColdAndWarmGiveTheSameTokensAndLogprobs(*off, *on);
+  }
+  {
+    SCOPED_TRACE("ASessionsThreeTurnsStillEqualOnePrompt");
+    ASessionsThreeTurnsStillEqualOnePrompt(*on);
+  }
+  {
+    SCOPED_TRACE("ANamedStateThenATurnEqualsOnePrompt");
+    ANamedStateThenATurnEqualsOnePrompt(*off, *on);
   }
 }
 
