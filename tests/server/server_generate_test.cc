@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/transformer/transformer_model.h"
 #include "engine/generation/one_shot_generation.h"
@@ -28,9 +30,11 @@ class GenerateTest : public ::testing::Test {
     // A model that takes a BOS: the server must put it first (the other
     // suites' models take none, as the shipped one).
     model_dir_ = new std::string(*WriteTinyModel(FreshDir("generate-model"), 7, /*add_bos=*/true));
+    // The warm-up the other suites' servers skip.
     auto server = ServerProcess::Start({"--model=" + *model_dir_,
                                         "--store_dir=" + FreshDir("generate-store"),
-                                        "--stream_buffer_messages=4", "--max_batch=32"});
+                                        "--stream_buffer_messages=4", "--max_batch=32",
+                                        "--warmup_steps=16"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -45,6 +49,20 @@ class GenerateTest : public ::testing::Test {
 
 std::string* GenerateTest::model_dir_ = nullptr;
 ServerProcess* GenerateTest::server_ = nullptr;
+
+TEST_F(GenerateTest, TheServerWarmsUpBeforeItSaysServing) {
+  int warmed_up = -1, serving = -1;
+  const std::vector<std::string> log = server_->Log();
+  for (int i = 0; i < static_cast<int>(log.size()); ++i) {
+    if (absl::StrContains(log[i], "\"event\":\"warmed_up\"")) {
+      warmed_up = i;
+      EXPECT_EQ(nlohmann::json::parse(log[i])["steps"], 16) << log[i];
+    }
+    if (absl::StrContains(log[i], "\"event\":\"serving\"")) serving = i;
+  }
+  ASSERT_GE(warmed_up, 0) << "no warmed_up event";
+  EXPECT_LT(warmed_up, serving);
+}
 
 TEST_F(GenerateTest, StreamedTextEqualsTheEnginesNonStreamedResult) {
   auto stub = server_->Stub();

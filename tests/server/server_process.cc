@@ -86,10 +86,12 @@ ProcessResult RunProcess(const std::vector<std::string>& args, const std::string
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     std::vector<std::string> flags, absl::Duration timeout, const std::string& wait_for) {
   std::unique_ptr<ServerProcess> server(new ServerProcess());
-  // Free ports everywhere (a test's own flags come later and win).
+  // Free ports everywhere (a test's own flags come later and win). No
+  // warm-up: its 16 decode steps took a second of every start under a
+  // sanitizer, nothing a test looks at; GenerateTest's server keeps it.
   std::vector<std::string> args = {LinserveBinary(), "--listen=127.0.0.1:0",
                                    "--http_listen=127.0.0.1:0", "--metrics_port=0",
-                                   "--metrics_host=127.0.0.1"};
+                                   "--metrics_host=127.0.0.1", "--warmup_steps=0"};
   // LINSERVE_TEST_DEVICE=cuda runs the end-to-end suites with the server's
   // engine on that device (the GPU machine); a test's own --device wins.
   if (const char* device = std::getenv("LINSERVE_TEST_DEVICE"); device && *device) {

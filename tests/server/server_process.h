@@ -22,8 +22,8 @@ namespace linserve {
 
 class ServerProcess {
  public:
-  // Starts the binary with `flags` (plus --listen on a free loopback port and
-  // --metrics_port=0) and waits until its log has the event `wait_for`
+  // Starts the binary with `flags` (plus --listen on a free loopback port,
+  // --metrics_port=0 and --warmup_steps=0) and waits until its log has the event `wait_for`
   // ("serving": the model is loaded; "listening": the ports are open).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       std::vector<std::string> flags, absl::Duration timeout = absl::Seconds(120),
