@@ -101,7 +101,6 @@ const std::string kPrompt =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it "
     "was the age of foolishness, it was the epoch of belief, it was the e";
 
-
 // The parts of PrefixCacheKindTest below share one server with the cache off
 // and one with it on: starting a server is most of their time (about 1 s
 // here, 4 s under ASan), and CI runs the suite five times (scripts/test, the
