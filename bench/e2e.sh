@@ -8,7 +8,9 @@
 # bench/RESULTS.md, newest first. Last, the server is measured against its
 # engine at a 65,536-token vocabulary: RWKV-7 of the 0.1B shape with random
 # weights written at run time (380 MB in bfloat16, under the run's temporary
-# directory; the tiny shape, still with 65,536 tokens, with --quick);
+# directory; the tiny shape, still with 65,536 tokens, with --quick),
+# concurrency 32 in rounds beside the same closed loop run by the engine
+# alone (bench/server_work.h: what any server could reach here);
 # --no-rwkv7 leaves that out.
 # Then section 8, named states, for both models (the default and, unless
 # --no-rwkv7, the RWKV-7 one), each on a server with the prefix-state cache

@@ -48,6 +48,7 @@
 #include "absl/time/clock.h"
 #include "bench/engine_measure.h"
 #include "bench/malloc_flag.h"
+#include "bench/server_work.h"
 #include "client/bench.h"
 #include "client/connection.h"
 #include "engine/model/language_model.h"
@@ -61,6 +62,9 @@ ABSL_FLAG(std::string, json, "", "Also write every figure to this file");
 ABSL_FLAG(bool, overhead_only, false,
           "Only the server against its engine at concurrency 1 and 32, with the sampling BlinkDL "
           "recommends for chat (temperature 1, top_p 0.3, presence and frequency penalties 0.5)");
+ABSL_FLAG(int32_t, overhead_rounds, 5,
+          "--overhead_only: rounds at concurrency 32, each the engine's batch 32, the same work "
+          "without a server and the server, side by side (medians of the rounds' ratios)");
 ABSL_FLAG(std::string, fsync_dir, "",
           "The server's --store_dir: section 4 times one fsync of a file the size of a state "
           "file there, the disk's own floor under ImportSession; empty: skip it");
@@ -414,23 +418,27 @@ void SaveAndRestore(Client& client, const Sizes& sizes, nlohmann::json& out) {
   out["restore_ms"] = {short_cost.restore_ms, long_cost.restore_ms};
 }
 
-// Output tokens/s of the engine's batched decode step, no server.
-double EngineTokensPerSecond(const std::string& model_dir, int64_t batch, int steps) {
+std::unique_ptr<LanguageModel> LoadOrExit(const std::string& model_dir) {
   auto model = LanguageModel::Load(model_dir, LoadOptions{});
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     std::exit(1);
   }
-  State one = (*model)->NewState();
-  (void)(*model)->Prefill(one, (*model)->tokenizer().Encode(Text(16), /*starts_text=*/true));
+  return *std::move(model);
+}
+
+// Output tokens/s of the engine's batched decode step, no server.
+double EngineTokensPerSecond(LanguageModel& model, int64_t batch, int steps) {
+  State one = model.NewState();
+  (void)model.Prefill(one, model.tokenizer().Encode(Text(16), /*starts_text=*/true));
   std::vector<const State*> copies(static_cast<size_t>(batch), &one);
   State state = StackStates(copies);
   const std::vector<int64_t> tokens(static_cast<size_t>(batch), 'e');
-  for (int i = 0; i < 8; ++i) (void)(*model)->Step(state, tokens);
+  for (int i = 0; i < 8; ++i) (void)model.Step(state, tokens);
   std::vector<double> rates;
   for (int r = 0; r < 5; ++r) {
     const absl::Time start = absl::Now();
-    for (int i = 0; i < steps; ++i) (void)(*model)->Step(state, tokens);
+    for (int i = 0; i < steps; ++i) (void)model.Step(state, tokens);
     rates.push_back(static_cast<double>(batch * steps) /
                     absl::ToDoubleSeconds(absl::Now() - start));
   }
@@ -465,9 +473,26 @@ double ServerTokensPerSecond(const ConnectionOptions& connection, int32_t concur
           .get<double>();
 }
 
+// The load tester's closed loop at concurrency 32 (prompt 16, output 128
+// tokens, `sampling`) done by the engine alone: bench/server_work.h.
+ServerWorkResult ServerWorkAlone(LanguageModel& model, const BenchSampling& sampling,
+                                 double seconds) {
+  ServerWork work;
+  work.sampling.temperature = sampling.temperature;
+  work.sampling.top_p = sampling.top_p;
+  work.sampling.presence_penalty = sampling.presence_penalty;
+  work.sampling.frequency_penalty = sampling.frequency_penalty;
+  work.seconds = seconds;
+  return RunServerWork(model, work);
+}
+
 // The server against its engine with chat sampling, for a model with a
-// large vocabulary (bench/e2e.sh's RWKV-7 row).
-int OverheadOnly(const ConnectionOptions& connection, const std::string& model, bool quick) {
+// large vocabulary (bench/e2e.sh's RWKV-7 row). Concurrency 32 runs in
+// rounds, each the engine's bare batch 32, the same closed loop done by the
+// engine alone and the server one after the other: this machine's speed
+// drifts by a tenth within minutes, so each round's ratios are side by side
+// and the medians are of those.
+int OverheadOnly(const ConnectionOptions& connection, const std::string& model_dir, bool quick) {
   BenchSampling chat;
   chat.temperature = 1.0f;
   chat.top_p = 0.3f;
@@ -475,26 +500,52 @@ int OverheadOnly(const ConnectionOptions& connection, const std::string& model, 
   chat.frequency_penalty = 0.5f;
   const int steps = quick ? 4 : 32;
   const double seconds = quick ? 2 : 20;
-  const double engine1 = EngineTokensPerSecond(model, 1, 2 * steps);
-  const double engine32 = EngineTokensPerSecond(model, 32, steps);
+  const int rounds = quick ? 1 : std::max(1, absl::GetFlag(FLAGS_overhead_rounds));
+  const std::unique_ptr<LanguageModel> model = LoadOrExit(model_dir);
+  const double engine1 = EngineTokensPerSecond(*model, 1, 2 * steps);
   const nlohmann::json one = ServerResults(connection, 1, seconds, chat);
-  const nlohmann::json many = ServerResults(connection, 32, seconds, chat);
   const double tpot = one["tpot_ms"]["p50"].get<double>();
-  const double at32 = many["output_token_throughput_tps"].get<double>();
-  absl::PrintF("Server against engine, %s (prompt 16, output 128 tokens, %.0f s per level; "
-               "temperature 1, top_p 0.3, presence and frequency penalties 0.5)\n",
-               model, seconds);
-  absl::PrintF("  concurrency 1: engine step %.2f ms, server TPOT p50 %.2f ms: %.2f (target <= 1.08)\n",
-               1e3 / engine1, tpot, tpot / (1e3 / engine1));
-  absl::PrintF("  concurrency 32: engine batch 32 %.1f tokens/s, server %.1f tokens/s: %.2f (target "
-               ">= 0.85)\n\n",
-               engine32, at32, at32 / engine32);
+  absl::PrintF("Server against engine, %s (prompt 16, output 128 tokens; temperature 1, top_p "
+               "0.3, presence and frequency penalties 0.5)\n",
+               model_dir);
+  absl::PrintF("  concurrency 1 (%.0f s): engine step %.2f ms, server TPOT p50 %.2f ms: %.2f "
+               "(target <= 1.08)\n",
+               seconds, 1e3 / engine1, tpot, tpot / (1e3 / engine1));
+  absl::PrintF("  concurrency 32, %d rounds of %.0f s each; \"alone\": the server's work without "
+               "a server, the same closed loop's prefills, decode steps and sampling by the engine "
+               "in this process\n",
+               rounds, seconds);
+  absl::PrintF("  %5s %10s %10s %10s %13s %13s %12s   %s\n", "round", "engine 32", "alone",
+               "server", "server/engine", "alone/engine", "server/alone",
+               "alone's time: decode, prefill, sampling; ms per decode step");
+  std::vector<double> engine32, alone_tps, server_tps, server_ratio, alone_ratio, server_alone;
+  nlohmann::json many;
+  for (int r = 0; r < rounds; ++r) {
+    engine32.push_back(EngineTokensPerSecond(*model, 32, steps));
+    const ServerWorkResult alone = ServerWorkAlone(*model, chat, seconds);
+    many = ServerResults(connection, 32, seconds, chat);
+    alone_tps.push_back(alone.output_tokens_per_second);
+    server_tps.push_back(many["output_token_throughput_tps"].get<double>());
+    server_ratio.push_back(server_tps.back() / engine32.back());
+    alone_ratio.push_back(alone_tps.back() / engine32.back());
+    server_alone.push_back(server_tps.back() / alone_tps.back());
+    absl::PrintF("  %5d %10.1f %10.1f %10.1f %13.2f %13.2f %12.2f   %.1f%%, %.1f%%, %.1f%%; %.1f\n",
+                 r + 1, engine32.back(), alone_tps.back(), server_tps.back(), server_ratio.back(),
+                 alone_ratio.back(), server_alone.back(), 100 * alone.decode_share,
+                 100 * alone.prefill_share, 100 * alone.sampling_share, alone.decode_step_ms);
+  }
+  absl::PrintF("  median %9.1f %10.1f %10.1f %13.2f %13.2f %12.2f   (server/engine: target >= "
+               "0.85)\n\n",
+               Median(engine32), Median(alone_tps), Median(server_tps), Median(server_ratio),
+               Median(alone_ratio), Median(server_alone));
   const std::string json = absl::GetFlag(FLAGS_json);
   if (!json.empty()) {
     std::ofstream(json) << nlohmann::json{{"engine_batch1_tps", engine1},
                                           {"engine_batch32_tps", engine32},
+                                          {"server_work_alone_tps", alone_tps},
+                                          {"server_c32_tps", server_tps},
                                           {"server_c1", one},
-                                          {"server_c32", many}}
+                                          {"server_c32_last_round", many}}
                                .dump(2);
   }
   return 0;
@@ -810,8 +861,9 @@ int Main() {
 
   // 1 and 2.
   const int engine_steps = absl::GetFlag(FLAGS_quick) ? 4 : 64;
-  const double engine = EngineTokensPerSecond(absl::GetFlag(FLAGS_model), 32, engine_steps);
-  const double engine1 = EngineTokensPerSecond(absl::GetFlag(FLAGS_model), 1, 4 * engine_steps);
+  const std::unique_ptr<LanguageModel> model = LoadOrExit(absl::GetFlag(FLAGS_model));
+  const double engine = EngineTokensPerSecond(*model, 32, engine_steps);
+  const double engine1 = EngineTokensPerSecond(*model, 1, 4 * engine_steps);
   std::vector<std::pair<int, double>> levels;
   for (int c : {1, 8, 32, 64}) {
     levels.push_back({c, ServerTokensPerSecond(connection, c, sizes.seconds_per_load)});
