@@ -11,7 +11,9 @@
 // 30% of its time in them (bench/RESULTS.md, "Freed memory kept for reuse").
 //
 // KeepFreedMemory keeps blocks up to 32 MiB (glibc's largest bound) in the
-// heap, and the heap's free top up to `keep_bytes`, for the next allocation.
+// heap, and the heap's free top up to `keep_bytes`, for the next allocation,
+// and puts every thread on the main heap (one arena), whose top is what that
+// bound keeps.
 // Call it once at the start of main, before threads start: malloc's settings
 // are the process's. 0 leaves glibc's adaptive behaviour as it is; under a
 // sanitizer, whose allocator replaces glibc's, the call changes nothing.
