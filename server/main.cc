@@ -49,7 +49,7 @@ ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorc
 ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
           "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "
           "are made again from it without faulting their pages in (engine/base/malloc_tuning.h); "
-          "0 leaves glibc's own bounds");
+          "one malloc arena for every thread; 0 leaves glibc's own bounds and arenas");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
           "OpenAI-compatible HTTP API address (/v1/completions, /v1/chat/completions, "
