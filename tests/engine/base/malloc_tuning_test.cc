@@ -1,13 +1,17 @@
 // KeepFreedMemory: the bounds it refuses, and what it changes: a freed
 // 8 MiB block stays in the heap for the next one, where glibc's own bounds
-// map a fresh one (whose pages fault in again) the first time.
+// map a fresh one (whose pages fault in again) the first time; and a thread
+// of its own allocates from that same heap.
 
 #include "engine/base/malloc_tuning.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -56,6 +60,29 @@ TEST(MallocTuningTest, AFreedBlockIsKeptForTheNextOne) {
   std::free(second);
   // Freed, it stays: the heap keeps at least its size free for reuse.
   EXPECT_GE(mallinfo2().fordblks, kBlock);
+}
+
+// The server's engine runs on a thread of its own. glibc would give that
+// thread an arena of its own, made of mapped heaps of at most 64 MiB that it
+// unmaps as they empty, so the kept bound above never applied to the
+// engine's tensors.
+TEST(MallocTuningTest, AThreadOfItsOwnAllocatesFromTheMainHeap) {
+#ifdef LINSERVE_SANITIZER_ALLOCATOR
+  GTEST_SKIP() << "a sanitizer's allocator stands in for glibc's malloc";
+#endif
+  ASSERT_TRUE(KeepFreedMemory(int64_t{1} << 30).ok());
+  constexpr size_t kBlock = size_t{8} << 20;
+  uintptr_t block = 0, program_break = 0;
+  std::thread([&] {
+    void* p = std::malloc(kBlock);
+    block = reinterpret_cast<uintptr_t>(p);
+    program_break = reinterpret_cast<uintptr_t>(sbrk(0));
+    std::free(p);
+  }).join();
+  ASSERT_NE(block, 0u);
+  // The main heap grows by moving the program break; another arena's heap
+  // is mapped apart from it, above it.
+  EXPECT_LT(block, program_break) << "the thread's block came from an arena of its own";
 }
 
 }  // namespace
