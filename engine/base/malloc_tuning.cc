@@ -28,7 +28,7 @@ absl::Status KeepFreedMemory(int64_t keep_bytes) {
   // server's engine thread) would otherwise get an arena of heaps of at most
   // 64 MiB, which glibc unmaps as they empty whatever the bound above, so
   // its tensors faulted their pages in anew: the same closed loop ran
-  // 12-15% slower on a thread than on main, and as fast with one arena
+  // 10-18% slower on a thread than on main, and as fast with one arena
   // (bench/RESULTS.md). Small blocks come from each thread's cache, so the
   // arena's lock is rarely shared.
   mallopt(M_ARENA_MAX, 1);
