@@ -45,8 +45,7 @@ Server& TheServer() {
   static Server* server = [] {
     auto* s = new Server();
     linserve::HttpOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
+    options.listen = {"http_listen", "127.0.0.1", 0};
     options.max_body_bytes = 4096;
     options.limits.max_header_bytes = 2048;
     options.limits.max_header_count = 16;

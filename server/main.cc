@@ -3,7 +3,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -33,6 +35,9 @@
 #include "server/common/log.h"
 #include "server/common/metrics.h"
 #include "server/common/metrics_endpoint.h"
+#include "server/common/startup_banner.h"
+#include "server/net/listen_address.h"
+#include "server/net/listening_sockets.h"
 #include "server/scheduling/scheduler.h"
 #include "server/grpc/service.h"
 
@@ -41,20 +46,28 @@ ABSL_FLAG(std::string, model, "models/default",
           "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
-          "Weights and matrix products: float32, bfloat16 or float16; or int8 / int4 (CPU, "
-          "RWKV-7): the big matrices quantized at load, or as a file from linserve-quantize "
-          "holds them; empty picks the architecture's default for the device (the state is "
-          "always float32)");
+          "Weights and matrix products. linserve's transformer (the default model): float32 "
+          "only. RWKV-7 on the CPU: float32, bfloat16, int8 or int4 (the big matrices "
+          "quantized at load, or as a file from linserve-quantize holds them); float16 has no "
+          "CPU matrix products in Debian's LibTorch. RWKV-7 on CUDA: float32, bfloat16 or "
+          "float16. Empty picks the architecture's default for the device (RWKV-7: bfloat16 "
+          "on CUDA and on CPUs with bfloat16 matrix instructions, else float32); the state is "
+          "always float32");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
           "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "
           "are made again from it without faulting their pages in (engine/base/malloc_tuning.h); "
           "one malloc arena for every thread; 0 leaves glibc's own bounds and arenas");
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address; port 0 picks a free port (logged)");
-ABSL_FLAG(std::string, http_listen, "0.0.0.0:8080",
+// The listen flags take HOST:PORT as users write it: localhost:8080,
+// 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080, a host name, or :8080 for every
+// interface. A name binds every address it resolves to.
+ABSL_FLAG(std::string, listen, "localhost:50051",
+          "gRPC address, HOST:PORT ([IPV6]:PORT; :PORT is every interface); loopback by "
+          "default; port 0 picks a free port (in the banner)");
+ABSL_FLAG(std::string, http_listen, "localhost:8080",
           "OpenAI-compatible HTTP API address (/v1/completions, /v1/chat/completions, "
-          "/v1/models, /tokenize, /detokenize, /health); port 0 picks a free port (logged); "
-          "empty turns it off");
+          "/v1/models, /tokenize, /detokenize, /health), HOST:PORT as --listen; loopback by "
+          "default; port 0 picks a free port (in the banner); empty turns it off");
 ABSL_FLAG(std::string, served_model_name, "",
           "The model's id in the HTTP API (/v1/models, the \"model\" field); empty: the "
           "--model directory's name");
@@ -89,8 +102,13 @@ ABSL_FLAG(std::string, http_cors_origins, "",
           "Browser origins allowed to call the HTTP API (comma-separated, * for any); empty: "
           "requests carrying an Origin header are refused with 403");
 ABSL_FLAG(int32_t, metrics_port, 9464,
-          "Prometheus /metrics port; 0 picks a free port (logged), -1 is off");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "IPv4 address the metrics endpoint listens on");
+          "Prometheus /metrics port; 0 picks a free port (in the banner), -1 is off");
+ABSL_FLAG(std::string, metrics_host, "localhost",
+          "Host the metrics endpoint listens on: a name, an IPv4 or IPv6 address, or empty for "
+          "every interface");
+ABSL_FLAG(bool, metrics_on_http, false,
+          "Also serve GET /metrics on the HTTP API's port, behind its tokens when "
+          "--auth_tokens_file is set (the --metrics_port endpoint stays)");
 ABSL_FLAG(std::string, store, "disk",
           "Session store: disk (in --store_dir) or redis://HOST:PORT[/DB][?prefix=NAME], shared "
           "by replicas; entries expire after --session_ttl_seconds");
@@ -335,10 +353,21 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(absl::Duration ttl) {
   return std::unique_ptr<StateStore>(*std::move(redis));
 }
 
+// --served_model_name, or the --model directory's name.
+std::string ServedModelName() {
+  if (std::string name = absl::GetFlag(FLAGS_served_model_name); !name.empty()) return name;
+  std::filesystem::path model(absl::GetFlag(FLAGS_model));
+  if (!model.has_filename()) model = model.parent_path();  // "models/x/"
+  return std::filesystem::is_directory(model) ? model.filename().string() : model.stem().string();
+}
+
 // The HTTP API's options; `listen` is set (non-empty).
-absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
+absl::StatusOr<HttpOptions> HttpOptionsFromFlags(std::shared_ptr<prometheus::Registry> metrics) {
   HttpOptions h;
-  if (absl::Status ok = ParseHttpListen(absl::GetFlag(FLAGS_http_listen), h); !ok.ok()) return ok;
+  absl::StatusOr<ListenAddress> listen =
+      ParseListenAddress("http_listen", absl::GetFlag(FLAGS_http_listen));
+  if (!listen.ok()) return listen.status();
+  h.listen = *std::move(listen);
   h.io_threads = absl::GetFlag(FLAGS_http_io_threads);
   h.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   h.max_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
@@ -372,20 +401,15 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
     return absl::InvalidArgumentError("--max_http_header_bytes must be at most 1 GiB");
   }
   if (const std::string health = absl::GetFlag(FLAGS_health_listen); !health.empty()) {
-    absl::Status ok = ParseListenAddress("health_listen", health, h.health_host, h.health_port);
-    if (!ok.ok()) return ok;
+    absl::StatusOr<ListenAddress> health_listen = ParseListenAddress("health_listen", health);
+    if (!health_listen.ok()) return health_listen.status();
+    h.health_listen = *std::move(health_listen);
   }
   for (absl::string_view origin :
        absl::StrSplit(absl::GetFlag(FLAGS_http_cors_origins), ',', absl::SkipWhitespace())) {
     h.cors_origins.emplace_back(absl::StripAsciiWhitespace(origin));
   }
-  h.served_model_name = absl::GetFlag(FLAGS_served_model_name);
-  if (h.served_model_name.empty()) {
-    std::filesystem::path model(absl::GetFlag(FLAGS_model));
-    if (!model.has_filename()) model = model.parent_path();  // "models/x/"
-    h.served_model_name = std::filesystem::is_directory(model) ? model.filename().string()
-                                                               : model.stem().string();
-  }
+  h.served_model_name = ServedModelName();
   h.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   h.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   h.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -394,12 +418,31 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags() {
     if (!entries.ok()) return entries.status();
     h.tokens = *std::move(entries);
   }
+  if (absl::GetFlag(FLAGS_metrics_on_http)) h.metrics_registry = std::move(metrics);
   return h;
 }
 
 int Fail(const char* event, const absl::Status& status) {
   LogError(event, {{"error", status.ToString()}});
   return 1;
+}
+
+// What gRPC's AddListeningPort takes for `address`: "[::]:PORT" for every
+// interface (gRPC binds IPv4 too there), a bracketed IPv6 literal, or the
+// host as written (gRPC binds every address a name resolves to, on one port).
+std::string GrpcListenTarget(const ListenAddress& address) {
+  if (address.host.empty()) return absl::StrCat("[::]:", address.port);
+  return JoinHostPort(address.host, address.port);
+}
+
+// gRPC says only that it could not start: binding the addresses ourselves
+// finds the reason ("Address already in use") and names the flag.
+absl::Status WhyGrpcCannotListen(const ListenAddress& address) {
+  absl::StatusOr<std::vector<ListeningSocket>> probe = OpenListeningSockets(address);
+  if (!probe.ok()) return probe.status();
+  CloseListeningSockets(*probe);
+  return absl::UnavailableError(
+      absl::StrCat("--", address.flag, "=", address.ToString(), ": gRPC cannot listen there"));
 }
 
 int Serve() {
@@ -424,12 +467,23 @@ int Serve() {
 
   if (absl::GetFlag(FLAGS_torch_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
 
+  absl::StatusOr<ListenAddress> grpc_listen =
+      ParseListenAddress("listen", absl::GetFlag(FLAGS_listen));
+  if (!grpc_listen.ok()) return Fail("bad_flags", grpc_listen.status());
+  // Resolved here, so that a name that does not resolve is an error naming
+  // the flag rather than gRPC's own.
+  absl::StatusOr<std::vector<BindAddress>> grpc_addresses = ResolveListenAddress(*grpc_listen);
+  if (!grpc_addresses.ok()) return Fail("listen_failed", grpc_addresses.status());
+
   Metrics metrics;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint = MetricsEndpoint::Start(
-        absl::GetFlag(FLAGS_metrics_host), absl::GetFlag(FLAGS_metrics_port), metrics.registry());
+    absl::StatusOr<ListenAddress> metrics_listen = ListenAddressOf(
+        "metrics_host", absl::GetFlag(FLAGS_metrics_host), absl::GetFlag(FLAGS_metrics_port));
+    if (!metrics_listen.ok()) return Fail("bad_flags", metrics_listen.status());
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(*metrics_listen, metrics.registry());
     if (!endpoint.ok()) return Fail("metrics_listen_failed", endpoint.status());
     metrics_endpoint = *std::move(endpoint);
     metrics_port = metrics_endpoint->port();
@@ -445,20 +499,17 @@ int Serve() {
                              absl::GetFlag(FLAGS_tls_client_ca_file),
                              absl::GetFlag(FLAGS_auth_tokens_file)});
   if (!credentials.ok()) return Fail("bad_flags", credentials.status());
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
+  builder.AddListeningPort(GrpcListenTarget(*grpc_listen), *credentials, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   ApplyConnectionOptions(*connection, builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail("listen_failed", absl::UnavailableError(absl::StrCat(
-                                     "cannot listen on ", absl::GetFlag(FLAGS_listen))));
-  }
+  if (server == nullptr || port == 0) return Fail("listen_failed", WhyGrpcCannotListen(*grpc_listen));
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);  // until the model is loaded
   std::unique_ptr<HttpServer> http;
   if (!absl::GetFlag(FLAGS_http_listen).empty()) {
-    absl::StatusOr<HttpOptions> http_options = HttpOptionsFromFlags();
+    absl::StatusOr<HttpOptions> http_options = HttpOptionsFromFlags(metrics.registry());
     if (!http_options.ok()) return Fail("bad_flags", http_options.status());
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(*std::move(http_options), &service, &metrics);
@@ -501,6 +552,21 @@ int Serve() {
   }
   service.SetScheduler(scheduler->get());
   health->SetServingStatus(true);
+  // Beyond loopback without tokens, anyone who reaches the machine may use
+  // the server: said once, before it serves.
+  std::vector<std::string> grpc_bound;
+  for (const BindAddress& a : *grpc_addresses) grpc_bound.push_back(JoinHostPort(a.ip, port));
+  const bool open_beyond_loopback =
+      std::any_of(grpc_addresses->begin(), grpc_addresses->end(),
+                  [](const BindAddress& a) { return !IsLoopbackIp(a.ip); }) ||
+      (http != nullptr && (BeyondLoopback(http->sockets()) || BeyondLoopback(http->health_sockets()))) ||
+      (metrics_endpoint != nullptr && BeyondLoopback(metrics_endpoint->sockets()));
+  if (open_beyond_loopback && absl::GetFlag(FLAGS_auth_tokens_file).empty()) {
+    LogWarning("listening_beyond_loopback",
+               {{"message",
+                 "the server listens on addresses beyond loopback without --auth_tokens_file: "
+                 "anyone who can reach this machine can use it"}});
+  }
   LogInfo("serving", {{"model", absl::GetFlag(FLAGS_model)},
                       {"architecture", facts.architecture},
                       {"tokenizer", facts.tokenizer},
@@ -510,6 +576,20 @@ int Serve() {
                       {"device", facts.device},
                       {"state_bytes_per_session", facts.state_bytes_per_session},
                       {"load_ms", absl::ToDoubleMilliseconds(absl::Now() - load_start)}});
+
+  StartupFacts banner;
+  banner.served_model_name = ServedModelName();
+  banner.architecture = facts.architecture;
+  banner.weight_elements = facts.weight_elements;
+  banner.weight_bytes = facts.weight_bytes;
+  banner.grpc = grpc_bound;
+  if (http != nullptr) {
+    banner.http = HostPorts(http->sockets());
+    banner.health = HostPorts(http->health_sockets());
+  }
+  if (metrics_endpoint != nullptr) banner.metrics = HostPorts(metrics_endpoint->sockets());
+  banner.tls = !absl::GetFlag(FLAGS_tls_cert_file).empty();
+  std::cout << StartupBanner(banner) << std::endl;
 
   int received = 0;
   sigwait(&signals, &received);

@@ -1,6 +1,7 @@
 #include "engine/model/language_model.h"
 
 #include <torch/cuda.h>
+#include <torch/nn/module.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -184,6 +185,17 @@ absl::StatusOr<int64_t> LanguageModel::CheckSerializedState(std::string_view byt
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat("state: ", e.what_without_backtrace()));
   }
+}
+
+WeightFootprint FootprintOf(const torch::nn::Module& module) {
+  WeightFootprint footprint;
+  auto add = [&footprint](const torch::Tensor& t) {
+    footprint.elements += t.numel();
+    footprint.bytes += static_cast<int64_t>(t.nbytes());
+  };
+  for (const torch::Tensor& t : module.parameters()) add(t);
+  for (const torch::Tensor& t : module.buffers()) add(t);
+  return footprint;
 }
 
 }  // namespace linserve

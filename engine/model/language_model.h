@@ -65,6 +65,22 @@ int64_t DefaultQuantizationGroup(WeightQuantization kind);
 //
 // LibTorch exceptions stop here and come back as absl::Status.
 // Not thread-safe: one thread owns the model and the states it advances.
+}  // namespace linserve
+
+namespace torch::nn {
+class Module;
+}
+
+namespace linserve {
+
+struct WeightFootprint {
+  int64_t elements = 0;  // the tensors' elements: the parameter count of float weights
+  int64_t bytes = 0;
+};
+
+// The parameters and buffers of `module` and its submodules.
+WeightFootprint FootprintOf(const torch::nn::Module& module);
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -92,6 +108,9 @@ class LanguageModel {
   virtual WeightQuantization weight_quantization() const { return WeightQuantization::kNone; }
   // "int8", "int4", or compute_dtype's name: what GetModelInfo reports.
   std::string WeightFormatName() const;
+  // The weights as held in memory (quantized ones as stored), for the
+  // server's start-up banner.
+  virtual WeightFootprint weight_footprint() const = 0;
   // L of the chunked prefill: a Prefill call splits its tokens into chunks
   // of L from the call's first token (server/scheduling/prefill_pieces.h relies on it).
   virtual int64_t prefill_chunk_size() const = 0;

@@ -70,6 +70,7 @@ class Rwkv7Model : public LanguageModel {
     return module_->options().quantization;
   }
   int64_t prefill_chunk_size() const override { return module_->options().chunk_size; }
+  WeightFootprint weight_footprint() const override { return FootprintOf(*module_); }
   // SHA-256 over the architecture's config JSON and the weights as float32
   // in name order, so that every file of the same weights (.pth in float32
   // or bfloat16, safetensors, either naming) and every compute dtype give

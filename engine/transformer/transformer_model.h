@@ -50,6 +50,7 @@ class TransformerModel : public LanguageModel {
   torch::ScalarType compute_dtype() const override { return torch::kFloat32; }
   WeightQuantization weight_quantization() const override { return quantization_; }
   int64_t prefill_chunk_size() const override { return config_.attention.chunk_size; }
+  WeightFootprint weight_footprint() const override { return FootprintOf(*module_); }
   const StateLayout& state_layout() const override { return state_layout_; }
   State NewState(int64_t batch = 1) const override { return module_->NewState(batch); }
 

@@ -9,6 +9,15 @@
 
 namespace linserve {
 
+HttpResponse MetricsResponse(prometheus::Registry& registry) {
+  std::ostringstream body;
+  prometheus::TextSerializer().Serialize(body, registry.Collect());
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = body.str();
+  return response;
+}
+
 class MetricsEndpoint::Service : public HttpService {
  public:
   explicit Service(std::shared_ptr<prometheus::Registry> registry)
@@ -21,12 +30,7 @@ class MetricsEndpoint::Service : public HttpService {
     if (request.method != "GET" || request.path != "/metrics") {
       return exchange->Reply(Refusal(404, "only GET /metrics is served"));
     }
-    std::ostringstream body;
-    prometheus::TextSerializer().Serialize(body, registry_->Collect());
-    HttpResponse response;
-    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = body.str();
-    exchange->Reply(std::move(response));
+    exchange->Reply(MetricsResponse(*registry_));
   }
   HttpResponse Refusal(int status, const std::string& message) override {
     HttpResponse response;
@@ -41,12 +45,11 @@ class MetricsEndpoint::Service : public HttpService {
 };
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
+    const ListenAddress& address, std::shared_ptr<prometheus::Registry> registry) {
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
   endpoint->service_ = std::make_unique<Service>(std::move(registry));
   HttpListenerOptions options;
-  options.host = host;
-  options.port = port;
+  options.address = address;
   // Scrapes and nothing else: small requests, a few connections.
   options.limits.max_header_bytes = 8 << 10;
   options.limits.head_timeout = absl::Seconds(5);

@@ -8,8 +8,13 @@
 
 #include "absl/status/statusor.h"
 #include "server/net/http_listener.h"
+#include "server/net/listen_address.h"
 
 namespace linserve {
+
+// GET /metrics's answer: the registry in Prometheus' text format (also
+// served on the API port with --metrics_on_http).
+HttpResponse MetricsResponse(prometheus::Registry& registry);
 
 // Serves GET /metrics (Prometheus text format, serialised by prometheus-cpp)
 // on an HttpListener of its own (server/net/): asynchronous, so a slow or
@@ -21,12 +26,13 @@ namespace linserve {
 // EINVAL and the Exposer throws.
 class MetricsEndpoint {
  public:
-  // Listens on `host:port` (port 0 picks a free one).
+  // Listens on every address `address` stands for (port 0 picks a free one).
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);
+      const ListenAddress& address, std::shared_ptr<prometheus::Registry> registry);
   ~MetricsEndpoint();
 
   int port() const { return listener_->port(); }
+  const std::vector<ListeningSocket>& sockets() const { return listener_->sockets(); }
 
   class Service;
 

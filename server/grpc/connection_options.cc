@@ -5,6 +5,9 @@
 namespace linserve {
 
 void ApplyConnectionOptions(const ConnectionOptions& options, grpc::ServerBuilder& builder) {
+  // gRPC sets SO_REUSEPORT by default on Linux, so a second server on a
+  // taken port would start and share its connections; it must fail instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);

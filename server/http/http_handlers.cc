@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/metrics_endpoint.h"
 #include "server/http/openai_response.h"
 #include "server/requests/request_validation.h"
 
@@ -61,7 +62,11 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
   if (method == "GET" && path == "/health") {
     answer = Health();
   } else if (method == "GET" && path == "/v1/models") {
-    answer = Models(req);
+    answer = Models(req, std::nullopt);
+  } else if (method == "GET" && absl::StartsWith(path, "/v1/models/")) {
+    answer = Models(req, path.substr(sizeof("/v1/models/") - 1));
+  } else if (method == "GET" && path == "/metrics" && options_.metrics_registry != nullptr) {
+    answer = MetricsText(req);
   } else if (method == "POST" && path == "/tokenize") {
     answer = Tokenize(req);
   } else if (method == "POST" && path == "/detokenize") {
@@ -75,8 +80,7 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
   } else if (path == "/v1/states" || absl::StartsWith(path, "/v1/states/")) {
     return NamedStates(std::move(req), std::move(cors), std::move(exchange));
   } else {
-    answer = Refusal(404, absl::StrCat("no endpoint ", method, " ", path,
-                                       " (server/README.md lists them)"));
+    answer = Refusal(404, UnknownEndpointMessage(method, path));
   }
   answer->headers.insert(answer->headers.end(), cors.begin(), cors.end());
   exchange->Reply(*std::move(answer));
@@ -190,25 +194,48 @@ nlohmann::json SpecialTokenRanges(const ModelFacts& facts) {
 
 }  // namespace
 
-HttpResponse HttpHandlers::Models(const HttpRequest& req) {
+HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::string> id) {
   constexpr char kMethod[] = "Models";
   absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
   if (!scheduler.ok()) return ErrorAnswer(kMethod, ToHttpError(scheduler.status()));
+  // GET /v1/models/{id}, as OpenAI's models.retrieve: the one model, or 404.
+  if (id.has_value() && *id != options_.served_model_name) {
+    return ErrorAnswer(kMethod, ToHttpError(absl::NotFoundError(absl::StrCat(
+                                                "The model '", *id, "' does not exist; this server serves '",
+                                                options_.served_model_name, "'")),
+                                            "model"));
+  }
   const ModelFacts& facts = (*scheduler)->model_facts();
   static const int64_t started = absl::ToUnixSeconds(absl::Now());
-  return JsonAnswer(
-      kMethod,
-      {{"object", "list"},
-       {"data", nlohmann::json::array({{{"id", options_.served_model_name},
-                              {"object", "model"},
-                              {"created", started},
-                              {"owned_by", "linserve"},
-                              {"fingerprint", facts.fingerprint},
-                              {"architecture", facts.architecture},
-                              {"tokenizer", facts.tokenizer},
-                              {"state_bytes_per_session", facts.state_bytes_per_session},
-                              {"vocab_size", facts.vocab_size},
-                              {"special_token_ranges", SpecialTokenRanges(facts)}}})}});
+  nlohmann::json model = {{"id", options_.served_model_name},
+                          {"object", "model"},
+                          {"created", started},
+                          {"owned_by", "linserve"},
+                          {"fingerprint", facts.fingerprint},
+                          {"architecture", facts.architecture},
+                          {"tokenizer", facts.tokenizer},
+                          {"state_bytes_per_session", facts.state_bytes_per_session},
+                          {"vocab_size", facts.vocab_size},
+                          {"special_token_ranges", SpecialTokenRanges(facts)}};
+  if (id.has_value()) return JsonAnswer(kMethod, model);
+  return JsonAnswer(kMethod,
+                    {{"object", "list"}, {"data", nlohmann::json::array({std::move(model)})}});
+}
+
+HttpResponse HttpHandlers::MetricsText(const HttpRequest& req) {
+  // Behind the API's tokens when it has any: the same guard as every route.
+  if (absl::StatusOr<std::string> tenant = Authenticate(req); !tenant.ok()) {
+    return ErrorAnswer("Metrics", ToHttpError(tenant.status()));
+  }
+  return MetricsResponse(*options_.metrics_registry);
+}
+
+std::string UnknownEndpointMessage(absl::string_view method, absl::string_view path) {
+  return absl::StrCat(
+      "no endpoint ", method, " ", path,
+      "; this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
+      "GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /health, and GET, PUT, POST, "
+      "DELETE under /v1/states");
 }
 
 HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {

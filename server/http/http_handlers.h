@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -24,6 +25,10 @@
 #include "server/net/http_service.h"
 
 namespace linserve {
+
+// A 404's message: the unknown route and the routes there are (an API user
+// has the server, not its sources).
+std::string UnknownEndpointMessage(absl::string_view method, absl::string_view path);
 
 class HttpHandlers : public HttpService {
  public:
@@ -44,7 +49,9 @@ class HttpHandlers : public HttpService {
   // origin, a preflight); `cors` gets the headers every answer carries.
   std::optional<HttpResponse> CheckOrigin(const HttpRequest& req, HttpHeaders& cors);
 
-  HttpResponse Models(const HttpRequest& req);
+  // GET /v1/models (the list), or GET /v1/models/{id} (`id`: the one model).
+  HttpResponse Models(const HttpRequest& req, std::optional<std::string> id);
+  HttpResponse MetricsText(const HttpRequest& req);  // GET /metrics, --metrics_on_http
   HttpResponse Tokenize(const HttpRequest& req);
   HttpResponse Detokenize(const HttpRequest& req);
   void Complete(OpenAiEndpoint endpoint, HttpRequest req, HttpHeaders cors,

@@ -110,8 +110,7 @@ void HttpHandlers::NamedStates(HttpRequest req, HttpHeaders cors,
     exchange->Reply(std::move(response));
   };
   if (method == nullptr) {
-    HttpResponse refused = Refusal(404, absl::StrCat("no endpoint ", req.method, " ", req.path,
-                                                     " (server/README.md lists them)"));
+    HttpResponse refused = Refusal(404, UnknownEndpointMessage(req.method, req.path));
     refused.headers.insert(refused.headers.end(), cors.begin(), cors.end());
     return exchange->Reply(std::move(refused));
   }

@@ -3,7 +3,6 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/http/http_handlers.h"
 
@@ -32,35 +31,12 @@ class HealthService : public HttpService {
   HttpHandlers* const handlers_;
 };
 
-absl::Status ParseListenAddress(const std::string& flag, const std::string& listen,
-                                std::string& host, int& port) {
-  const size_t colon = listen.rfind(':');
-  int parsed = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &parsed) ||
-      parsed < 0 || parsed > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " = \"", listen, "\" is not HOST:PORT with PORT in [0, 65535]"));
-  }
-  host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty()) host = "0.0.0.0";
-  port = parsed;
-  return absl::OkStatus();
-}
-
-absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options) {
-  return ParseListenAddress("http_listen", listen, options.host, options.port);
-}
-
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options,
                                                               LinserveService* service,
                                                               Metrics* metrics) {
   std::unique_ptr<HttpServer> http(new HttpServer());
   HttpListenerOptions api;
-  api.host = options.host;
-  api.port = options.port;
+  api.address = options.listen;
   api.tls_cert_file = options.tls_cert_file;
   api.tls_key_file = options.tls_key_file;
   api.tls_client_ca_file = options.tls_client_ca_file;
@@ -70,8 +46,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
   api.name = "http";
   api.on_refused = [metrics] { metrics->CountRejection("http_connections"); };
   HttpListenerOptions health;
-  health.host = options.health_host;
-  health.port = options.health_port;
+  if (options.health_listen.has_value()) health.address = *options.health_listen;
   // Probes and nothing else: a few connections, short deadlines.
   health.limits.max_header_bytes = 8 << 10;
   health.limits.head_timeout = absl::Seconds(2);
@@ -79,7 +54,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions option
   health.max_connections = 64;
   health.io_threads = 1;
   health.name = "http-health";
-  const bool with_health = options.health_port >= 0;
+  const bool with_health = options.health_listen.has_value();
 
   http->handlers_ = std::make_unique<HttpHandlers>(std::move(options), service, metrics);
   absl::StatusOr<std::unique_ptr<HttpListener>> listener =
@@ -103,6 +78,13 @@ HttpServer::~HttpServer() {
 }
 
 int HttpServer::port() const { return listener_->port(); }
+const std::vector<ListeningSocket>& HttpServer::sockets() const { return listener_->sockets(); }
+
+std::vector<ListeningSocket> HttpServer::health_sockets() const {
+  if (health_listener_ == nullptr) return {};
+  return health_listener_->sockets();
+}
+
 int HttpServer::health_port() const {
   return health_listener_ == nullptr ? 0 : health_listener_->port();
 }

@@ -2,6 +2,7 @@
 #define LINSERVE_SERVER_HTTP_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "server/grpc/service.h"
 #include "server/http/chat_template.h"
 #include "server/net/http_listener.h"
+#include "server/net/listen_address.h"
+
+namespace prometheus {
+class Registry;
+}
 
 namespace linserve {
 
@@ -18,8 +24,8 @@ class HttpHandlers;  // server/http/http_handlers.h
 class HealthService;
 
 struct HttpOptions {
-  std::string host = "0.0.0.0";
-  int port = 8080;  // 0 picks a free one
+  // --http_listen: every address it resolves to, on one port (0 picks one).
+  ListenAddress listen{"http_listen", "localhost", 8080};
   HttpLimits limits;
   int64_t max_body_bytes = 1 << 20;  // a completion's body, on any framing
   // PUT /v1/states/{name}'s body (a state file, bigger than any JSON body):
@@ -32,17 +38,13 @@ struct HttpOptions {
   // TLS as on the gRPC port (auth.h); tokens as there: empty is no auth.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::vector<TokenEntry> tokens;
-  // Set: GET /health is served on this port too, by a listener of its own
-  // that API clients cannot fill (plain HTTP, no token).
-  std::string health_host;
-  int health_port = -1;  // -1: no health port
+  // Set: GET /health is served here too, by a listener of its own that API
+  // clients cannot fill (plain HTTP, no token).
+  std::optional<ListenAddress> health_listen;
+  // GET /metrics on the API port too (--metrics_on_http), behind the API's
+  // tokens when there are any; null: not served there.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
 };
-
-// "host:port" (a bracketed IPv6 host too) into `host` and `port`; `flag`
-// names it in the error.
-absl::Status ParseListenAddress(const std::string& flag, const std::string& listen,
-                                std::string& host, int& port);
-absl::Status ParseHttpListen(const std::string& listen, HttpOptions& options);
 
 // The OpenAI-compatible HTTP API beside gRPC (server/README.md lists the
 // endpoints): /v1/completions, /v1/chat/completions (SSE when "stream"),
@@ -62,6 +64,10 @@ class HttpServer {
 
   int port() const;
   int health_port() const;  // 0 without one
+  // Where the API and the health port listen (the health port's empty
+  // without one).
+  const std::vector<ListeningSocket>& sockets() const;
+  std::vector<ListeningSocket> health_sockets() const;
   // Once the model is loaded: its chat template; /health says ok from now on.
   void SetServing(ChatTemplate chat_template);
   // Draining: /health says 503 (new turns are refused by the scheduler).

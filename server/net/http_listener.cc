@@ -7,12 +7,12 @@
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "server/net/http_connection.h"
+#include "server/net/listening_sockets.h"
 
 namespace linserve {
 
@@ -23,16 +23,17 @@ using ErrorCode = boost::system::error_code;
 struct HttpListener::Impl {
   std::shared_ptr<HttpListenerShared> shared;
   std::unique_ptr<asio::ssl::context> tls;
-  std::unique_ptr<tcp::acceptor> acceptor;
+  // One per address the listen flag stands for (localhost: 127.0.0.1 and ::1).
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<ListeningSocket> sockets;  // what they listen on (fds owned by the acceptors)
   std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   int max_connections = 0;
-  int port = 0;
   std::function<void()> on_refused;
 
-  void Accept() {
+  void Accept(tcp::acceptor* acceptor) {
     auto strand = asio::make_strand(shared->io);
-    acceptor->async_accept(strand, [this, strand](ErrorCode error, tcp::socket socket) {
+    acceptor->async_accept(strand, [this, acceptor, strand](ErrorCode error, tcp::socket socket) {
       if (error == asio::error::operation_aborted || !acceptor->is_open()) return;
       if (!error) {
         if (shared->open.fetch_add(1) >= max_connections) {
@@ -47,7 +48,7 @@ struct HttpListener::Impl {
           ServeHttpConnection(shared, std::move(socket), strand, tls.get());
         }
       }
-      Accept();  // an error (out of descriptors) loses one connection, not the listener
+      Accept(acceptor);  // an error (out of descriptors) loses one connection, not the listener
     });
   }
 };
@@ -91,27 +92,23 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
     if (!tls.ok()) return tls.status();
     impl->tls = *std::move(tls);
   }
-  ErrorCode error;
-  const asio::ip::address address = asio::ip::make_address(options.host, error);
-  if (error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", options.name, " host \"", options.host, "\" is not an IP address"));
+  absl::StatusOr<std::vector<ListeningSocket>> sockets = OpenListeningSockets(options.address);
+  if (!sockets.ok()) return sockets.status();
+  impl->sockets = *std::move(sockets);
+  for (ListeningSocket& socket : impl->sockets) {
+    auto acceptor = std::make_unique<tcp::acceptor>(impl->shared->io);
+    ErrorCode error;
+    acceptor->assign(socket.v6 ? tcp::v6() : tcp::v4(), socket.fd, error);
+    if (error) {
+      CloseListeningSockets(impl->sockets);  // those not yet assigned; the rest close with theirs
+      return absl::InternalError(absl::StrCat("--", options.address.flag, ": ", error.message()));
+    }
+    socket.fd = -1;  // the acceptor's now
+    impl->acceptors.push_back(std::move(acceptor));
   }
-  const tcp::endpoint endpoint(address, static_cast<uint16_t>(options.port));
-  impl->acceptor = std::make_unique<tcp::acceptor>(impl->shared->io);
-  impl->acceptor->open(endpoint.protocol(), error);
-  if (!error) impl->acceptor->set_option(tcp::acceptor::reuse_address(true), error);
-  if (!error) impl->acceptor->bind(endpoint, error);
-  if (!error) impl->acceptor->listen(asio::socket_base::max_listen_connections, error);
-  if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.host, ":",
-                                               options.port, " (", options.name,
-                                               "): ", error.message()));
-  }
-  impl->port = impl->acceptor->local_endpoint().port();
   impl->work = std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
       impl->shared->io.get_executor());
-  impl->Accept();
+  for (auto& acceptor : impl->acceptors) impl->Accept(acceptor.get());
   for (int i = 0; i < std::max(1, options.io_threads); ++i) {
     impl->threads.emplace_back([shared = impl->shared.get(), name = options.name] {
       pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
@@ -124,10 +121,12 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
 HttpListener::HttpListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpListener::~HttpListener() {
-  asio::post(impl_->acceptor->get_executor(), [acceptor = impl_->acceptor.get()] {
-    ErrorCode ignored;
-    acceptor->close(ignored);
-  });
+  for (auto& acceptor : impl_->acceptors) {
+    asio::post(acceptor->get_executor(), [acceptor = acceptor.get()] {
+      ErrorCode ignored;
+      acceptor->close(ignored);
+    });
+  }
   impl_->shared->CloseAll();
   impl_->work.reset();
   for (std::thread& thread : impl_->threads) thread.join();
@@ -139,7 +138,8 @@ HttpListener::~HttpListener() {
   impl_->shared->io.run();
 }
 
-int HttpListener::port() const { return impl_->port; }
+int HttpListener::port() const { return impl_->sockets.front().port; }
+const std::vector<ListeningSocket>& HttpListener::sockets() const { return impl_->sockets; }
 int64_t HttpListener::open_connections() const { return impl_->shared->open.load(); }
 int64_t HttpListener::refused_connections() const { return impl_->shared->refused.load(); }
 

@@ -5,10 +5,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/net/http_service.h"
+#include "server/net/listen_address.h"
+#include "server/net/listening_sockets.h"
 
 namespace linserve {
 
@@ -32,8 +35,9 @@ struct HttpLimits {
 };
 
 struct HttpListenerOptions {
-  std::string host = "0.0.0.0";
-  int port = 0;  // 0 picks a free one
+  // Where to listen: every address it resolves to, on one port (0 picks a
+  // free one). Its flag names it in errors.
+  ListenAddress address{"listen", "127.0.0.1", 0};
   // Empty: plain HTTP. Otherwise TLS, and with a client CA, clients must
   // present a certificate it signed (mTLS).
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
@@ -62,6 +66,8 @@ class HttpListener {
   ~HttpListener();
 
   int port() const;
+  // Where it listens (at least one).
+  const std::vector<ListeningSocket>& sockets() const;
   int64_t open_connections() const;
   int64_t refused_connections() const;  // over max_connections, since the start
 

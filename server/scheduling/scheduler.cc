@@ -46,6 +46,9 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.weight_format = model.WeightFormatName();
   facts.device = model.device().str();
   facts.state_bytes_per_session = model.StateBytes(0);
+  const WeightFootprint weights = model.weight_footprint();
+  facts.weight_elements = weights.elements;
+  facts.weight_bytes = weights.bytes;
   facts.state_grows = model.StateGrowsWithPosition();
   facts.vocab_size = model.vocab_size();
   facts.adds_bos = model.tokenizer().add_bos();

@@ -83,6 +83,8 @@ struct ModelFacts {
   std::string weight_format;  // "int8", "int4" or compute_dtype
   std::string device;
   int64_t state_bytes_per_session = 0;  // at position 0
+  int64_t weight_elements = 0;          // the weights' elements (parameters) as held
+  int64_t weight_bytes = 0;             // and their bytes in memory
   bool state_grows = false;             // the softmax baseline's KV cache
   int64_t vocab_size = 0;               // rows of the logits
   bool adds_bos = false;                // a fresh state starts with BOS
