@@ -34,8 +34,9 @@ def parse_args():
                         help="0 takes the server's default")
     parser.add_argument("--temperature", type=float,
                         help="0 is greedy; unset takes the server's default (1.0)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="same seed, same text; 0 lets the server pick one")
+    parser.add_argument("--seed", type=int,
+                        help="same seed, same text (0 is a seed like any other); unset, "
+                             "the server picks a random one and reports it")
     parser.add_argument("--session", default="",
                         help="continue this session instead of a stateless request")
     return parser.parse_args()
@@ -45,9 +46,12 @@ def main():
     args = parse_args()
     prompt = sys.stdin.buffer.read() if args.prompt == "-" else args.prompt.encode()
 
-    sampling = linserve_pb2.SamplingParams(seed=args.seed)
-    # temperature is `optional` in the proto: leaving it unset, rather than
-    # sending 0, keeps the server's default instead of asking for greedy.
+    sampling = linserve_pb2.SamplingParams()
+    # seed and temperature are `optional` in the proto: a field left unset,
+    # rather than sent as 0, lets the server pick a seed and keeps its
+    # default temperature instead of asking for seed 0 or greedy.
+    if args.seed is not None:
+        sampling.seed = args.seed
     if args.temperature is not None:
         sampling.temperature = args.temperature
     request = linserve_pb2.GenerateRequest(

@@ -144,6 +144,16 @@ void HttpHandlers::NamedStates(HttpRequest req, HttpHeaders cors,
   if (!name.has_value()) return CreateNamedState(req, *tenant, *scheduler, answer, state(true));
   if (verb == "GET") return (*scheduler)->GetNamedState(*tenant, *name, state(false));
   if (verb == "PUT") {
+    // curl --data-binary @FILE with a FILE that is not there sends nothing.
+    if (req.body.empty()) {
+      return answer(absl::InvalidArgumentError(absl::StrCat(
+                        "the body is empty: PUT /v1/states/", *name,
+                        " takes a state file's bytes (a session exported by gRPC ExportSession, "
+                        "as `linserve-client session export ID --file=PATH` does, or a "
+                        "state-tuning file for RWKV-7); with curl, --data-binary @FILE where "
+                        "FILE exists")),
+                    "body");
+    }
     // The head was judged (JudgeStateUpload): the body is the file, whole.
     // A damaged file or another model's is the request's fault here: 400,
     // not the 500 a damaged stored state is, nor gRPC's 409.

@@ -68,6 +68,17 @@ done
 echo "check: the same seed gives the same text"
 cmp -s "$work/first.out" "$work/second.out" || fail "the two runs' texts differ"
 
+echo "check: two runs without --seed report two different seeds (the server picks each)"
+for run in unseeded1 unseeded2; do
+  run_example "$run" --server="127.0.0.1:$port" --max_new_tokens=4 "ROMEO:" ||
+    fail "run $run exited $?"
+done
+seed1=$(sed -n 's/.*, seed \([0-9]*\),.*/\1/p' "$work/unseeded1.err")
+seed2=$(sed -n 's/.*, seed \([0-9]*\),.*/\1/p' "$work/unseeded2.err")
+[ -n "$seed1" ] && [ -n "$seed2" ] || fail "a run without --seed reported no seed"
+[ "$seed1" != "$seed2" ] || fail "two runs without --seed both reported seed $seed1"
+echo "  seeds $seed1 and $seed2"
+
 echo "check: no server on the port exits non-zero with UNAVAILABLE"
 # The server's own port once it is stopped: nothing listens there any more.
 kill -TERM "$server_pid"
