@@ -20,7 +20,7 @@ for tool in curl "$python"; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 
-http_server_start "$binary" "$model" --max_http_body_bytes=$body_limit
+http_server_start "$binary" "$model" --max_http_body_bytes=$body_limit --metrics_on_http
 
 # request NAME METHOD PATH [BODY]: the response's headers to $http_work/NAME.headers
 # (CR removed), its body to $http_work/NAME.body; prints the status code.
@@ -176,15 +176,39 @@ expect_content_type models application/json
 [ "$(json models "[m['id'] for m in r['data']]")" = "['default']" ] ||
   fail "models: $(head -c 500 "$http_work/models.body")"
 
+echo "check: GET /v1/models/default is that model; another id is 404 naming it (models.retrieve)"
+status=$(request model GET /v1/models/default)
+expect_status model "$status" 200
+[ "$(json model "r['object'], r['id']")" = "model default" ] ||
+  fail "model: $(head -c 500 "$http_work/model.body")"
+status=$(request no_model GET /v1/models/gpt-4)
+expect_status no_model "$status" 404
+expect_error no_model 404
+grep -q "gpt-4" "$http_work/no_model.body" || fail "no_model: the message does not name the id"
+
+echo "check: with --metrics_on_http, GET /metrics on the API port is Prometheus text"
+status=$(request metrics GET /metrics)
+expect_status metrics "$status" 200
+expect_content_type metrics text/plain
+grep -q '^linserve_requests_total' "$http_work/metrics.body" || fail "metrics: no linserve_requests_total"
+
+echo "check: PUT /v1/states/NAME with an empty body (curl's @FILE of a missing file) is 400 naming the body"
+status=$(curl -s -X PUT -H 'Content-Type: application/octet-stream' --data-binary '' \
+  -o "$http_work/empty_put.body" -w '%{http_code}' "$base_url/v1/states/empty")
+expect_status empty_put "$status" 400
+grep -q 'the body is empty' "$http_work/empty_put.body" || fail "empty_put: $(cat "$http_work/empty_put.body")"
+
 echo "check: a body over --max_http_body_bytes=$body_limit is 413 in OpenAI's error shape"
 long_prompt=$(head -c $((body_limit * 2)) /dev/zero | tr '\0' a)
 status=$(request too_big POST /v1/completions "{\"model\":\"default\",\"prompt\":\"$long_prompt\"}")
 expect_status too_big "$status" 413
 expect_error too_big 413
 
-echo "check: an unknown path is 404 in OpenAI's error shape"
+echo "check: an unknown path is 404 in OpenAI's error shape, naming the endpoints, not a file"
 status=$(request unknown GET /v1/no_such_path)
 expect_status unknown "$status" 404
 expect_error unknown 404
+grep -q 'POST /v1/chat/completions' "$http_work/unknown.body" || fail "unknown: no endpoints named"
+if grep -q 'README' "$http_work/unknown.body"; then fail "unknown: the message names a file"; fi
 
 echo "PASS"

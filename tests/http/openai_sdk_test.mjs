@@ -282,6 +282,14 @@ await check("temperature: 1000 is a 400 BadRequestError with param \"temperature
     OpenAI.BadRequestError, 400, "temperature");
 });
 
+await check(`models.retrieve("${model}") is the model; another id is a 404 NotFoundError`,
+  async () => {
+    const retrieved = await client.models.retrieve(model);
+    assert.equal(retrieved.id, model);
+    assert.equal(retrieved.object, "model");
+    await rejectsWith(client.models.retrieve("no-such-model"), OpenAI.NotFoundError, 404, "model");
+  });
+
 await check("an unknown session id is a 404 NotFoundError", async () => {
   const session_id = "0123456789abcdef0123456789abcdef";
   await rejectsWith(client.chat.completions.create({ model, messages: oneMessage, session_id }),

@@ -48,7 +48,8 @@ class AuthTest : public ::testing::Test {
     auto server = ServerProcess::Start(
         {"--model=" + *WriteTinyModel(FreshDir("auth-model"), 9),
          "--store_dir=" + FreshDir("auth-store"), "--tls_cert_file=" + d + "/server.pem",
-         "--tls_key_file=" + d + "/server.key", "--auth_tokens_file=" + d + "/tokens.txt"});
+         "--tls_key_file=" + d + "/server.key", "--auth_tokens_file=" + d + "/tokens.txt",
+         "--metrics_on_http"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -356,6 +357,16 @@ TEST_F(AuthTest, TheHttpApiTakesTheSameTokensOverTls) {
   EXPECT_EQ(http.Post("/v1/completions", next, bearer(kAlice)).status, 200);
   // Plain HTTP to the TLS port gets no answer.
   EXPECT_EQ(HttpTestClient(server_->http_port()).Get("/health").status, 0);
+}
+
+TEST_F(AuthTest, MetricsOnTheApiPortTakeTheApiTokens) {
+  HttpTestClient http(server_->http_port(), *dir_ + "/ca.pem");
+  HttpReply missing = http.Get("/metrics");
+  EXPECT_EQ(missing.status, 401) << missing.body;
+  EXPECT_EQ(http.Get("/metrics", {{"Authorization", "Bearer wrong-token-0123456789"}}).status, 401);
+  HttpReply alice = http.Get("/metrics", {{"Authorization", std::string("Bearer ") + kAlice}});
+  ASSERT_EQ(alice.status, 200) << alice.body;
+  EXPECT_NE(alice.body.find("linserve_requests_total"), std::string::npos) << alice.body;
 }
 
 TEST_F(AuthTest, MutualTlsRequiresACertificateFromTheClientCa) {
