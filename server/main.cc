@@ -46,13 +46,13 @@ ABSL_FLAG(std::string, model, "models/default",
           "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
-          "Weights and matrix products. linserve's transformer (the default model): float32 "
-          "only. RWKV-7 on the CPU: float32, bfloat16, int8 or int4 (the big matrices "
-          "quantized at load, or as a file from linserve-quantize holds them); float16 has no "
-          "CPU matrix products in Debian's LibTorch. RWKV-7 on CUDA: float32, bfloat16 or "
-          "float16. Empty picks the architecture's default for the device (RWKV-7: bfloat16 "
-          "on CUDA and on CPUs with bfloat16 matrix instructions, else float32); the state is "
-          "always float32");
+          "Weights and matrix products. linserve's transformer (the default model): float32, "
+          "or int8 / int4 on the CPU. RWKV-7 on the CPU: float32, bfloat16, int8 or int4 "
+          "(quantized at load, or as a file from linserve-quantize holds them); not float16, "
+          "which has no CPU matrix products in Debian's LibTorch. RWKV-7 on CUDA: float32, "
+          "bfloat16 or float16. Empty picks the architecture's default for the device "
+          "(RWKV-7: bfloat16 on CUDA and on CPUs with bfloat16 matrix instructions, else "
+          "float32; the transformer: float32); the state is always float32");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
           "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "

@@ -51,7 +51,7 @@ def log_events(text: str) -> list:
 def start(command: list, log, timeout: float = 120.0, stdout=None) -> Started:
     """Runs `command` (the binary, then its flags: pass --listen=127.0.0.1:0
     and --http_listen=127.0.0.1:0 for free ports; --http_listen's default,
-    0.0.0.0:8080, clashes between servers) with stderr on `log`, an open
+    localhost:8080, clashes between servers) with stderr on `log`, an open
     file, and OPENBLAS_NUM_THREADS=1, and returns once it logs "serving".
     On an early exit, or with no "serving" after `timeout` s, raises
     StartError; the process is never left running when this raises."""

@@ -9,7 +9,7 @@
 # linserve_metrics_port and linserve_http_port (0: HTTP off) from its
 # "listening" event (start the server with --listen=127.0.0.1:0 and
 # --http_listen=127.0.0.1:0 for free ports: --http_listen's default,
-# 0.0.0.0:8080, clashes between servers). Returns 1, with the reason in
+# localhost:8080, clashes between servers). Returns 1, with the reason in
 # linserve_error, when PID exits first, SECONDS pass, or the log names no
 # port.
 # shellcheck disable=SC2034  # the results are for the scripts that source this
