@@ -14,7 +14,10 @@
 namespace linserve {
 
 HttpHandlers::HttpHandlers(HttpOptions options, LinserveService* service, Metrics* metrics)
-    : options_(std::move(options)), service_(service), metrics_(metrics) {}
+    : options_(std::move(options)),
+      service_(service),
+      metrics_(metrics),
+      max_state_bytes_(service->options().scheduler.max_state_bytes) {}
 
 void HttpHandlers::SetServing(ChatTemplate chat_template) {
   absl::MutexLock lock(&mu_);
@@ -36,6 +39,11 @@ HttpHeadVerdict HttpHandlers::Judge(const HttpRequest& head) {
     verdict.max_body_bytes = options_.max_state_upload_bytes;
     verdict.body_limit_name = "--max_state_upload_bytes";
     verdict.refusal = JudgeStateUpload(head);
+  } else if (IsSessionImport(head)) {
+    // A session's state file, as ImportSession takes it.
+    verdict.max_body_bytes = max_state_bytes_;
+    verdict.body_limit_name = "--max_state_bytes";
+    verdict.refusal = JudgeSessionImport(head);
   }
   // A compressed body could inflate to any size: the server takes bodies as
   // sent, and says so before reading one.
@@ -79,6 +87,8 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
                     std::move(exchange));
   } else if (path == "/v1/states" || absl::StartsWith(path, "/v1/states/")) {
     return NamedStates(std::move(req), std::move(cors), std::move(exchange));
+  } else if (path == "/v1/sessions" || absl::StartsWith(path, "/v1/sessions/")) {
+    return Sessions(std::move(req), std::move(cors), std::move(exchange));
   } else {
     answer = Refusal(404, UnknownEndpointMessage(method, path));
   }
@@ -234,8 +244,8 @@ std::string UnknownEndpointMessage(absl::string_view method, absl::string_view p
   return absl::StrCat(
       "no endpoint ", method, " ", path,
       "; this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
-      "GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /health, and GET, PUT, POST, "
-      "DELETE under /v1/states");
+      "GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /health, GET, PUT, POST and "
+      "DELETE under /v1/states, and GET, POST and DELETE under /v1/sessions");
 }
 
 HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {

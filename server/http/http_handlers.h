@@ -69,6 +69,17 @@ class HttpHandlers : public HttpService {
   static bool IsStateUpload(const HttpRequest& head);
   std::optional<HttpResponse> JudgeStateUpload(const HttpRequest& head);
 
+  // /v1/sessions and below (http_sessions.cc).
+  void Sessions(HttpRequest req, HttpHeaders cors, std::shared_ptr<HttpExchange> exchange);
+  void CreateSessionFromBody(const HttpRequest& req, const std::string& tenant,
+                             Scheduler* scheduler, const StateAnswer& answer,
+                             Scheduler::Done<SessionInfo> done);
+  // POST /v1/sessions/import: its body is a state file, up to
+  // --max_state_bytes; JudgeSessionImport refuses it from the head (no
+  // token, a Content-Type other than application/octet-stream).
+  static bool IsSessionImport(const HttpRequest& head);
+  std::optional<HttpResponse> JudgeSessionImport(const HttpRequest& head);
+
   // The caller's tenant ("" without auth), or the error to answer.
   absl::StatusOr<std::string> Authenticate(const HttpRequest& req) const;
   // The scheduler once the model is loaded, or UNAVAILABLE.
@@ -86,6 +97,7 @@ class HttpHandlers : public HttpService {
   const HttpOptions options_;
   LinserveService* const service_;
   Metrics* const metrics_;
+  int64_t max_state_bytes_;  // a session import's body (--max_state_bytes)
   std::atomic<bool> draining_{false};
   mutable absl::Mutex mu_;
   std::optional<ChatTemplate> chat_template_ ABSL_GUARDED_BY(mu_);

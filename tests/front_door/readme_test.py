@@ -7,7 +7,7 @@ Starts the server with the README's first command's last part,
 runs, each through bash in the checkout:
 - the "Calling it" block (linserve-client generate and health, the Python
   example, the curl completion; the 30-second load test is left out);
-- the three-turn `ask()` chat;
+- the three-turn `ask()` chat, and the sessions' routes;
 - the named-state block, which makes its state file with the bundled client
   before uploading it.
 The only change to a command is its host:port: localhost:50051, :8080 and
@@ -161,6 +161,20 @@ def main():
             return 'session_position is not positive'
         return None
     run('three-turn ask() chat', ask, three_turns)
+
+    sessions = the_block(blocks, 'HTTP API (OpenAI-compatible)', '/v1/sessions/import')
+
+    def session_answers(out):
+        answers = [json.loads(l) for l in out.splitlines() if l.strip()]
+        if len(answers) != 4:
+            return f'{len(answers)} answers, expected fork, import, list and delete'
+        fork, imported, listed, deleted = answers
+        if fork['position'] != imported['position'] or fork['id'] == imported['id']:
+            return f'the fork {fork} and the import {imported} differ'
+        if not any(s['id'] == imported['id'] for s in listed):
+            return 'the list does not hold the imported session'
+        return None if deleted.get('deleted') is True else f'the delete answered {deleted}'
+    run('sessions over HTTP', sessions, session_answers)
 
     named = the_block(blocks, 'Named states', '/v1/states/')
 

@@ -290,6 +290,20 @@ await check(`models.retrieve("${model}") is the model; another id is a 404 NotFo
     await rejectsWith(client.models.retrieve("no-such-model"), OpenAI.NotFoundError, 404, "model");
   });
 
+await check("sessions through the client's generic methods: create, continue, get, delete",
+  async () => {
+    const session = await client.post("/sessions", { body: { prompt: "ROMEO:" } });
+    assert.equal(session.object, "session");
+    assert.ok(session.position > 0);
+    const turn = await client.completions.create({ model, prompt: " But soft,", max_tokens: 8,
+      session_id: session.id });
+    assert.equal(turn.session_id, session.id);
+    const got = await client.get(`/sessions/${session.id}`);
+    assert.equal(got.position, turn.session_position);
+    assert.equal((await client.delete(`/sessions/${session.id}`)).deleted, true);
+    await rejectsWith(client.get(`/sessions/${session.id}`), OpenAI.NotFoundError, 404);
+  });
+
 await check("an unknown session id is a 404 NotFoundError", async () => {
   const session_id = "0123456789abcdef0123456789abcdef";
   await rejectsWith(client.chat.completions.create({ model, messages: oneMessage, session_id }),

@@ -359,6 +359,25 @@ TEST_F(AuthTest, TheHttpApiTakesTheSameTokensOverTls) {
   EXPECT_EQ(HttpTestClient(server_->http_port()).Get("/health").status, 0);
 }
 
+TEST_F(AuthTest, AnotherTenantsSessionIsNotFoundOnEverySessionRoute) {
+  HttpTestClient http(server_->http_port(), *dir_ + "/ca.pem");
+  const httplib::Headers alice = {{"Authorization", std::string("Bearer ") + kAlice}};
+  const httplib::Headers bob = {{"Authorization", std::string("Bearer ") + kBob}};
+  EXPECT_EQ(http.Post("/v1/sessions", nlohmann::json::object()).status, 401);
+  HttpReply created = http.Post("/v1/sessions", nlohmann::json{{"prompt", "secret"}}, alice);
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string id = created.json["id"];
+  EXPECT_EQ(http.Get("/v1/sessions/" + id, alice).status, 200);
+  EXPECT_EQ(http.Get("/v1/sessions/" + id, bob).status, 404);
+  EXPECT_EQ(http.Get("/v1/sessions/" + id + "/state", bob).status, 404);
+  EXPECT_EQ(http.Post("/v1/sessions/" + id + "/fork", std::string(), bob).status, 404);
+  HttpReply listed = http.Get("/v1/sessions?page_size=100", bob);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  for (const nlohmann::json& s : listed.json["data"]) EXPECT_NE(s["id"], id);
+  EXPECT_EQ(http.Get("/v1/sessions/" + id + "/state", alice).status, 200);
+  EXPECT_EQ(Get(kBob, id), grpc::StatusCode::NOT_FOUND);  // as its gRPC twin
+}
+
 TEST_F(AuthTest, MetricsOnTheApiPortTakeTheApiTokens) {
   HttpTestClient http(server_->http_port(), *dir_ + "/ca.pem");
   HttpReply missing = http.Get("/metrics");
