@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
+#include "tests/server/raw_http.h"
 #include "tests/server/server_process.h"
 
 namespace linserve {
@@ -213,6 +214,27 @@ TEST_F(HttpSessionsTest, ACorruptOrOversizedImportStoresNothing) {
   // Another media type: 415 from the head.
   EXPECT_EQ(Import(exported.body, "application/json").status, 415);
   EXPECT_EQ(SessionCount(*stub), before);
+}
+
+// The attack's form: a head that announces more than --max_state_bytes, or
+// an import with no framing, is answered before a byte of its body is sent,
+// so nothing of it is ever buffered.
+TEST_F(HttpSessionsTest, AnOversizedImportIsRefusedFromItsHeadAlone) {
+  auto answer_to_head = [](const std::string& head) {
+    RawConnection connection(server_->http_port(), /*read_timeout_seconds=*/10);
+    EXPECT_TRUE(connection.connected());
+    connection.Send(head);
+    return connection.ReadResponse();
+  };
+  const std::string big = answer_to_head(absl::StrCat(
+      "POST /v1/sessions/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+      "Content-Length: ", kMaxStateBytes + 1, "\r\n\r\n"));
+  EXPECT_EQ(StatusOf(big), 413) << big;
+  EXPECT_NE(big.find("--max_state_bytes"), std::string::npos) << big;
+  const std::string chunked = answer_to_head(
+      "POST /v1/sessions/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n");
+  EXPECT_EQ(StatusOf(chunked), 415) << chunked;
 }
 
 TEST_F(HttpSessionsTest, DeletingASessionBusyWithATurnIs409) {
