@@ -12,13 +12,19 @@ Run by ctest (tests/deploy/CMakeLists.txt) with /usr/bin/python3 and
 Debian's python3-yaml.
 """
 import argparse
+import http.server
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -127,6 +133,7 @@ class NginxFronts:
         self.upstreams = {u.args[0]: [s.args[0] for s in u.all("server")]
                           for u in conf.all("upstream")}
         self.upstream_blocks = conf.all("upstream")
+        self.conf = conf
 
     def listen(self, server: files.NginxDirective) -> str:
         return server.all("listen")[0].args[0]
@@ -378,9 +385,86 @@ class AffinityTest(unittest.TestCase):
             self.assertEqual(ingress["nginx.ingress.kubernetes.io/backend-protocol"], protocol)
         for where, nginx in nginx_configs().items():
             self.assertEqual(len(nginx.upstream_blocks), 2, where)
-            for upstream in nginx.upstream_blocks:
-                self.assertEqual(upstream.value("hash"), f"{variable} consistent",
-                                 f"{where}: upstream {upstream.args[0]}")
+            grpc = nginx.upstream_blocks[0]
+            self.assertEqual(grpc.value("hash"), f"{variable} consistent", f"{where}: gRPC")
+            # HTTP hashes the session of the path where a session route
+            # names one, else the header.
+            http = nginx.upstream_blocks[1]
+            key = http.value("hash").removesuffix(" consistent")
+            maps = [m for m in nginx.conf.all("map") if m.args[1] == key]
+            self.assertEqual(len(maps), 1, f"{where}: no map defines {key}")
+            self.assertEqual(maps[0].args[0], "$uri", where)
+            self.assertEqual(maps[0].value("default"), variable, where)
+
+    def test_nginx_hashes_a_session_routes_path_as_its_header(self):
+        """A real nginx with the template's HTTP front, before two stand-in
+        replicas that answer which one they are: every call on a session,
+        by path or by header, reaches the same one, and the sessions spread
+        over both."""
+        if shutil.which("nginx") is None:
+            self.skipTest("nginx is not installed (scripts/setup installs it)")
+        servers = []
+        for name in ("a", "b"):
+            class Echo(http.server.BaseHTTPRequestHandler):
+                replica = name
+
+                def respond(self):
+                    body = self.replica.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                do_GET = do_POST = respond
+
+                def log_message(self, *args):
+                    pass
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+        with tempfile.TemporaryDirectory(prefix="linserve-nginx-") as work:
+            grpc_port, http_port = live.free_port(), live.free_port()
+            replicas = [f"127.0.0.1:{live.free_port()}:{s.server_address[1]}" for s in servers]
+            rendered = subprocess.run(
+                [str(source("deploy/nginx/render")), f"127.0.0.1:{grpc_port}",
+                 f"127.0.0.1:{http_port}"] + replicas,
+                capture_output=True, text=True, check=True).stdout
+            pathlib.Path(work, "linserve.conf").write_text(rendered)
+            pathlib.Path(work, "nginx.conf").write_text(
+                f"daemon off; pid {work}/nginx.pid; error_log {work}/error.log;\n"
+                "events {}\n"
+                f"http {{ access_log off; client_body_temp_path {work}/body;"
+                f" proxy_temp_path {work}/proxy; include {work}/linserve.conf; }}\n")
+            nginx = subprocess.Popen(["nginx", "-p", work, "-c", f"{work}/nginx.conf"],
+                                     stderr=subprocess.PIPE)
+            try:
+                def replica(path, session=None):
+                    request = urllib.request.Request(f"http://127.0.0.1:{http_port}{path}")
+                    if session:
+                        request.add_header("x-session-id", session)
+                    for _ in range(100):  # until nginx listens
+                        try:
+                            with urllib.request.urlopen(request, timeout=10) as answer:
+                                return answer.read().decode()
+                        except urllib.error.URLError:
+                            if nginx.poll() is not None:
+                                self.fail(f"nginx exited: {nginx.stderr.read().decode()}")
+                            time.sleep(0.1)
+                    self.fail("nginx did not answer")
+                seen = set()
+                for i in range(16):
+                    session = f"{i:032x}"
+                    by_header = replica("/v1/completions", session)
+                    seen.add(by_header)
+                    for path in (f"/v1/sessions/{session}", f"/v1/sessions/{session}/state",
+                                 f"/v1/sessions/{session}/fork"):
+                        self.assertEqual(replica(path), by_header, f"{path} left its session")
+                self.assertEqual(seen, {"a", "b"}, "the sessions all hashed to one replica")
+            finally:
+                nginx.terminate()
+                nginx.wait(timeout=10)
+                for server in servers:
+                    server.shutdown()
+                    server.server_close()
 
     def test_compose_nginx_config_is_the_templates_rendering(self):
         replicas = [f"{name}:{grpc}:{http}" for name, s in D.compose_linserve.items()
@@ -435,6 +519,13 @@ class HttpRoutingTest(unittest.TestCase):
                         files.nginx_seconds(nginx.http_setting(location, timeout) or "60s"),
                         self.LONG, f"{what}: {timeout}")
             self.assertNotIn("http2", nginx.http.all("listen")[0].args, where)
+            # A session import's body is a state file, up to linserve's
+            # --max_state_bytes (64 MiB): nginx must pass it for linserve to judge.
+            imports = nginx.http_location(("=", "/v1/sessions/import"))
+            self.assertEqual(imports.value("proxy_pass"), nginx.http_location(("/v1/",)).value("proxy_pass"))
+            size = imports.value("client_max_body_size")  # nginx: k, m, g are powers of 1024
+            self.assertGreater(int(size[:-1]) << {"k": 10, "m": 20, "g": 30}[size[-1].lower()],
+                               64 << 20)
 
     def test_the_http_ingress_routes_the_api_paths_unbuffered(self):
         grpc = D.k8s[("Ingress", "linserve")]
