@@ -459,6 +459,10 @@ int Serve() {
 
   // SIGTERM and SIGINT are taken by sigwait below; block them before any
   // thread starts so that every thread inherits the mask.
+  // A reader of stdout that went away (`linserve | head -1`) must not take
+  // the server down with it when the banner is written: writes to a closed
+  // pipe fail with EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);

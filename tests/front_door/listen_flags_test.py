@@ -213,6 +213,26 @@ def check_conflicts_and_errors(binary, model, work):
                              '--http_listen', 'expected HOST:PORT')
 
 
+def check_banner_reader_gone(binary, model, work):
+    """A reader of stdout that went away before the banner must not stop the
+    server: it serves on, and SIGTERM still stops it with exit 0."""
+    server = Server(binary, base_args(model, work) + [
+        '--listen=127.0.0.1:0', '--http_listen=127.0.0.1:0', '--metrics_port=-1'], work)
+    server.process.stdout.close()
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while '"event":"serving"' not in server.stderr():
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                raise Failure(f'with stdout closed the server did not serve:\n{server.stderr()}')
+            time.sleep(0.1)
+        # SIGTERM is taken only after the banner is written (it waits in
+        # sigwait, after the banner): an exit of 0, rather than death by
+        # SIGPIPE, shows the write to the closed pipe did not end it.
+    finally:
+        server.stop()
+    print('a closed stdout: the server serves on and stops cleanly')
+
+
 def check_defaults_in_namespace(binary, model, work):
     """Runs inside `unshare -n`: only this test's addresses exist here."""
     subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
@@ -259,6 +279,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         check_forms(binary, model, work)
         check_conflicts_and_errors(binary, model, work)
+        check_banner_reader_gone(binary, model, work)
     if os.geteuid() != 0 or shutil.which('unshare') is None or shutil.which('ip') is None:
         print('skip: defaults (a network namespace needs root, unshare and ip)')
     else:
