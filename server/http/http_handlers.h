@@ -68,6 +68,11 @@ class HttpHandlers : public HttpService {
   // (no token, a Content-Type other than application/octet-stream).
   static bool IsStateUpload(const HttpRequest& head);
   std::optional<HttpResponse> JudgeStateUpload(const HttpRequest& head);
+  // What both state-file bodies' heads must show: a caller the tokens admit
+  // (else its error, counted under `method`) and application/octet-stream
+  // (else 415 naming `route`).
+  std::optional<HttpResponse> JudgeStateFileBody(const HttpRequest& head, const char* method,
+                                                 absl::string_view route);
 
   // /v1/sessions and below (http_sessions.cc).
   void Sessions(HttpRequest req, HttpHeaders cors, std::shared_ptr<HttpExchange> exchange);

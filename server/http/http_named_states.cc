@@ -82,17 +82,22 @@ bool HttpHandlers::IsStateUpload(const HttpRequest& head) {
 }
 
 std::optional<HttpResponse> HttpHandlers::JudgeStateUpload(const HttpRequest& head) {
+  return JudgeStateFileBody(head, "UploadNamedState", absl::StrCat("PUT ", kStatesPath, "/{name}"));
+}
+
+std::optional<HttpResponse> HttpHandlers::JudgeStateFileBody(const HttpRequest& head,
+                                                             const char* method,
+                                                             absl::string_view route) {
   // Refused from the head, so that no caller without a token, and no body
-  // that could not be a state file, has up to --max_state_upload_bytes
-  // buffered first.
+  // that could not be a state file, has up to the route's limit buffered
+  // first.
   if (absl::StatusOr<std::string> tenant = Authenticate(head); !tenant.ok()) {
-    return ErrorAnswer("UploadNamedState", ToHttpError(tenant.status()));
+    return ErrorAnswer(method, ToHttpError(tenant.status()));
   }
   const std::string type = head.Header("Content-Type");
   if (MediaType(type) != kUploadType) {
-    return Refusal(415, absl::StrCat("Content-Type \"", type, "\" is not accepted by PUT ",
-                                     kStatesPath, "/{name}: send the state file's bytes as ",
-                                     kUploadType));
+    return Refusal(415, absl::StrCat("Content-Type \"", type, "\" is not accepted by ", route,
+                                     ": send the state file's bytes as ", kUploadType));
   }
   return std::nullopt;
 }

@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,7 +32,7 @@ namespace {
 
 constexpr absl::string_view kSessionsPath = "/v1/sessions";
 constexpr absl::string_view kImportPath = "/v1/sessions/import";
-constexpr absl::string_view kStateFileType = "application/octet-stream";
+constexpr char kStateFileType[] = "application/octet-stream";
 
 // What a request under /v1/sessions is: its gRPC twin's name (counted in
 // linserve_requests_total under it), and the id in its path.
@@ -101,12 +100,6 @@ std::optional<std::string> QueryValue(const std::string& target, absl::string_vi
   return std::nullopt;
 }
 
-// The media type of a Content-Type, without its parameters, in lower case.
-std::string MediaTypeOf(const std::string& content_type) {
-  return absl::AsciiStrToLower(absl::StripAsciiWhitespace(
-      absl::string_view(content_type).substr(0, content_type.find(';'))));
-}
-
 }  // namespace
 
 bool HttpHandlers::IsSessionImport(const HttpRequest& head) {
@@ -114,18 +107,7 @@ bool HttpHandlers::IsSessionImport(const HttpRequest& head) {
 }
 
 std::optional<HttpResponse> HttpHandlers::JudgeSessionImport(const HttpRequest& head) {
-  // Refused from the head, so that no caller without a token, and no body
-  // that could not be a state file, has up to --max_state_bytes buffered.
-  if (absl::StatusOr<std::string> tenant = Authenticate(head); !tenant.ok()) {
-    return ErrorAnswer("ImportSession", ToHttpError(tenant.status()));
-  }
-  const std::string type = head.Header("Content-Type");
-  if (MediaTypeOf(type) != kStateFileType) {
-    return Refusal(415, absl::StrCat("Content-Type \"", type, "\" is not accepted by POST ",
-                                     kImportPath, ": send the state file's bytes as ",
-                                     kStateFileType));
-  }
-  return std::nullopt;
+  return JudgeStateFileBody(head, "ImportSession", absl::StrCat("POST ", kImportPath));
 }
 
 void HttpHandlers::Sessions(HttpRequest req, HttpHeaders cors,
@@ -198,7 +180,7 @@ void HttpHandlers::Sessions(HttpRequest req, HttpHeaders cors,
         *tenant, route.id, [this, reply, answer, held](absl::StatusOr<std::string> file) {
           if (!file.ok()) return answer(file.status());
           HttpResponse response;
-          response.content_type = std::string(kStateFileType);
+          response.content_type = kStateFileType;
           response.body = *std::move(file);
           Count("ExportSession", 200);
           reply(std::move(response));

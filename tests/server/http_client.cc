@@ -16,6 +16,8 @@ nlohmann::json ParseOrDiscard(const std::string& text) {
 // SIGPIPE: cpp-httplib's client does not ignore it.
 void IgnoreSigpipe() { signal(SIGPIPE, SIG_IGN); }
 
+}  // namespace
+
 HttpReply FromResult(const httplib::Result& result) {
   HttpReply reply;
   reply.error = result.error();
@@ -28,7 +30,6 @@ HttpReply FromResult(const httplib::Result& result) {
   return reply;
 }
 
-}  // namespace
 
 HttpTestClient::HttpTestClient(int port)
     : client_(std::make_unique<httplib::Client>("http://127.0.0.1:" + std::to_string(port))) {

@@ -52,6 +52,10 @@ class HttpTestClient {
   std::unique_ptr<httplib::Client> client_;
 };
 
+// The reply of a request made on a cpp-httplib client directly (PUT,
+// DELETE, a POST of another media type).
+HttpReply FromResult(const httplib::Result& result);
+
 // A response header's value ("" when absent).
 std::string Header(const HttpReply& reply, const std::string& name);
 

@@ -27,25 +27,14 @@ constexpr char kOctets[] = "application/octet-stream";
 
 // PUT and DELETE, which HttpTestClient does not make, on a cpp-httplib
 // client of the same kind.
-HttpReply Reply(const httplib::Result& result) {
-  HttpReply reply;
-  reply.error = result.error();
-  if (!result) return reply;
-  reply.status = result->status;
-  reply.headers = result->headers;
-  reply.body = result->body;
-  reply.json = Json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
-  return reply;
-}
-
 HttpReply Put(httplib::Client& client, const std::string& path, const std::string& body,
               const std::string& content_type = kOctets, const httplib::Headers& headers = {}) {
-  return Reply(client.Put(path.c_str(), headers, body, content_type.c_str()));
+  return FromResult(client.Put(path.c_str(), headers, body, content_type.c_str()));
 }
 
 HttpReply Delete(httplib::Client& client, const std::string& path,
                  const httplib::Headers& headers = {}) {
-  return Reply(client.Delete(path.c_str(), headers));
+  return FromResult(client.Delete(path.c_str(), headers));
 }
 
 // The names a listing answers, in its order.

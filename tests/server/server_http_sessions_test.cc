@@ -23,17 +23,6 @@ using Json = nlohmann::json;
 constexpr char kOctets[] = "application/octet-stream";
 constexpr int kMaxStateBytes = 1 << 20;  // the default model's state file is 538 KB
 
-HttpReply Reply(const httplib::Result& result) {
-  HttpReply reply;
-  reply.error = result.error();
-  if (!result) return reply;
-  reply.status = result->status;
-  reply.headers = result->headers;
-  reply.body = result->body;
-  reply.json = Json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
-  return reply;
-}
-
 class HttpSessionsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -51,9 +40,9 @@ class HttpSessionsTest : public ::testing::Test {
     client.set_read_timeout(120, 0);
     return client;
   }
-  static HttpReply Delete(const std::string& path) { return Reply(Raw().Delete(path.c_str())); }
+  static HttpReply Delete(const std::string& path) { return FromResult(Raw().Delete(path.c_str())); }
   static HttpReply Import(const std::string& body, const std::string& type = kOctets) {
-    return Reply(Raw().Post("/v1/sessions/import", body, type.c_str()));
+    return FromResult(Raw().Post("/v1/sessions/import", body, type.c_str()));
   }
 
   static ServerProcess* server_;
