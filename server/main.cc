@@ -98,6 +98,13 @@ ABSL_FLAG(int64_t, max_http_header_bytes, 16 << 10,
           "Bytes of one HTTP request's line and headers; more is refused with 431");
 ABSL_FLAG(int32_t, max_http_header_count, 64,
           "Header fields of one HTTP request; more is refused with 431");
+ABSL_FLAG(bool, playground, true,
+          "Serve the playground page (a chat with forks, sessions, export and import, over "
+          "the public HTTP API) at GET / on the HTTP port");
+ABSL_FLAG(std::string, http_allowed_hosts, "",
+          "Host names and addresses (comma-separated, no ports) on which the server's own "
+          "page may call the API; empty: localhost, 127.0.0.1, ::1 and --http_listen's host. "
+          "A page reached under another name (DNS rebinding) is refused");
 ABSL_FLAG(std::string, http_cors_origins, "",
           "Browser origins allowed to call the HTTP API (comma-separated, * for any); empty: "
           "requests carrying an Origin header are refused with 403");
@@ -409,6 +416,13 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags(std::shared_ptr<prometheus::Reg
        absl::StrSplit(absl::GetFlag(FLAGS_http_cors_origins), ',', absl::SkipWhitespace())) {
     h.cors_origins.emplace_back(absl::StripAsciiWhitespace(origin));
   }
+  for (absl::string_view host :
+       absl::StrSplit(absl::GetFlag(FLAGS_http_allowed_hosts), ',', absl::SkipWhitespace())) {
+    std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(host));
+    if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+    h.allowed_hosts.push_back(std::move(name));
+  }
+  h.playground = absl::GetFlag(FLAGS_playground);
   h.served_model_name = ServedModelName();
   h.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   h.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/metrics_endpoint.h"
+#include "server/http/playground_assets.h"
 #include "server/http/openai_response.h"
 #include "server/requests/request_validation.h"
 
@@ -17,7 +18,11 @@ HttpHandlers::HttpHandlers(HttpOptions options, LinserveService* service, Metric
     : options_(std::move(options)),
       service_(service),
       metrics_(metrics),
-      max_state_bytes_(service->options().scheduler.max_state_bytes) {}
+      max_state_bytes_(service->options().scheduler.max_state_bytes),
+      origin_policy_{options_.cors_origins,
+                     options_.allowed_hosts.empty() ? DefaultAllowedHosts(options_.listen)
+                                                    : options_.allowed_hosts,
+                     !options_.tls_cert_file.empty()} {}
 
 void HttpHandlers::SetServing(ChatTemplate chat_template) {
   absl::MutexLock lock(&mu_);
@@ -69,6 +74,8 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
   std::optional<HttpResponse> answer;
   if (method == "GET" && path == "/health") {
     answer = Health();
+  } else if (method == "GET" && options_.playground && PlaygroundFile(path) != nullptr) {
+    answer = Playground(*PlaygroundFile(path));
   } else if (method == "GET" && path == "/v1/models") {
     answer = Models(req, std::nullopt);
   } else if (method == "GET" && absl::StartsWith(path, "/v1/models/")) {
@@ -97,17 +104,25 @@ void HttpHandlers::Handle(HttpRequest req, std::shared_ptr<HttpExchange> exchang
 }
 
 std::optional<HttpResponse> HttpHandlers::CheckOrigin(const HttpRequest& req, HttpHeaders& cors) {
-  // A browser names the page's origin. Without an allow-list no page may
-  // call this server (a page on any site could otherwise drive a server on
-  // the visitor's machine); with one, listed origins get CORS headers.
+  // A browser names the page's origin. Without an allow-list no other
+  // site's page may call this server (a page on any site could otherwise
+  // drive a server on the visitor's machine); with one, listed origins get
+  // CORS headers. The server's own page (the playground) may, on a host the
+  // server answers to (http_origins.h: DNS rebinding).
   const std::string origin = req.Header("Origin");
   if (origin.empty()) return std::nullopt;
-  const auto& allowed = options_.cors_origins;
-  if (std::find(allowed.begin(), allowed.end(), origin) == allowed.end() &&
-      std::find(allowed.begin(), allowed.end(), "*") == allowed.end()) {
-    return ErrorAnswer("Cors",
-                 ToHttpError(absl::PermissionDeniedError(absl::StrCat(
-                     "origin ", origin, " is not allowed; --http_cors_origins lists the allowed ones"))));
+  switch (JudgeOrigin(origin_policy_, origin, req.Header("Host"))) {
+    case OriginVerdict::kSameOrigin:
+      return std::nullopt;
+    case OriginVerdict::kRefused:
+      return ErrorAnswer(
+          "Cors", ToHttpError(absl::PermissionDeniedError(absl::StrCat(
+                      "origin ", origin,
+                      " is not allowed; --http_cors_origins lists other sites' pages allowed, "
+                      "and the server's own page is served only on the hosts "
+                      "--http_allowed_hosts lists (by default loopback and --http_listen's)"))));
+    case OriginVerdict::kCors:
+      break;
   }
   cors = {{"Access-Control-Allow-Origin", origin},
           {"Vary", "Origin"},
@@ -232,6 +247,24 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::str
                     {{"object", "list"}, {"data", nlohmann::json::array({std::move(model)})}});
 }
 
+const PlaygroundAsset* HttpHandlers::PlaygroundFile(const std::string& path) {
+  for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+    if (asset.path == path || (asset.path == "/" && path == "/index.html")) return &asset;
+  }
+  return nullptr;
+}
+
+HttpResponse HttpHandlers::Playground(const PlaygroundAsset& asset) {
+  HttpResponse response;
+  response.content_type = std::string(asset.content_type);
+  response.body = std::string(asset.body);
+  response.headers = {{"Content-Security-Policy", kPlaygroundContentSecurityPolicy},
+                      {"X-Content-Type-Options", "nosniff"},
+                      {"Cache-Control", "no-cache"}};
+  Count("Playground", 200);
+  return response;
+}
+
 HttpResponse HttpHandlers::MetricsText(const HttpRequest& req) {
   // Behind the API's tokens when it has any: the same guard as every route.
   if (absl::StatusOr<std::string> tenant = Authenticate(req); !tenant.ok()) {
@@ -243,7 +276,7 @@ HttpResponse HttpHandlers::MetricsText(const HttpRequest& req) {
 std::string UnknownEndpointMessage(absl::string_view method, absl::string_view path) {
   return absl::StrCat(
       "no endpoint ", method, " ", path,
-      "; this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
+      "; this server answers GET / (the playground page), POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
       "GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /health, GET, PUT, POST and "
       "DELETE under /v1/states, and GET, POST and DELETE under /v1/sessions");
 }

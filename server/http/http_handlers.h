@@ -19,6 +19,8 @@
 #include "server/http/chat_template.h"
 #include "server/http/chat_turn_ends.h"
 #include "server/http/http_errors.h"
+#include "server/http/http_origins.h"
+#include "server/http/playground_assets.h"
 #include "server/http/openai_request.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_request.h"
@@ -52,6 +54,10 @@ class HttpHandlers : public HttpService {
   // GET /v1/models (the list), or GET /v1/models/{id} (`id`: the one model).
   HttpResponse Models(const HttpRequest& req, std::optional<std::string> id);
   HttpResponse MetricsText(const HttpRequest& req);  // GET /metrics, --metrics_on_http
+  // The playground's file at `path` (GET /, /playground.js, /playground.css),
+  // or nullptr; and its answer, with the policy that confines the page.
+  static const PlaygroundAsset* PlaygroundFile(const std::string& path);
+  HttpResponse Playground(const PlaygroundAsset& asset);
   HttpResponse Tokenize(const HttpRequest& req);
   HttpResponse Detokenize(const HttpRequest& req);
   void Complete(OpenAiEndpoint endpoint, HttpRequest req, HttpHeaders cors,
@@ -103,6 +109,7 @@ class HttpHandlers : public HttpService {
   LinserveService* const service_;
   Metrics* const metrics_;
   int64_t max_state_bytes_;  // a session import's body (--max_state_bytes)
+  const OriginPolicy origin_policy_;
   std::atomic<bool> draining_{false};
   mutable absl::Mutex mu_;
   std::optional<ChatTemplate> chat_template_ ABSL_GUARDED_BY(mu_);

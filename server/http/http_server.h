@@ -33,7 +33,11 @@ struct HttpOptions {
   int64_t max_state_upload_bytes = 16 << 20;
   int max_connections = 1024;
   int io_threads = 2;
-  std::vector<std::string> cors_origins;  // empty: no browser origin is allowed
+  std::vector<std::string> cors_origins;  // empty: no other site's page is allowed
+  // The hosts the server answers its own page's calls on (http_origins.h);
+  // empty: DefaultAllowedHosts(listen).
+  std::vector<std::string> allowed_hosts;
+  bool playground = true;  // GET / serves the playground page
   std::string served_model_name;
   // TLS as on the gRPC port (auth.h); tokens as there: empty is no auth.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;

@@ -198,6 +198,22 @@ status=$(curl -s -X PUT -H 'Content-Type: application/octet-stream' --data-binar
 expect_status empty_put "$status" 400
 grep -q 'the body is empty' "$http_work/empty_put.body" || fail "empty_put: $(cat "$http_work/empty_put.body")"
 
+echo "check: GET / is the playground page, confined by its Content-Security-Policy"
+status=$(request page GET /)
+expect_status page "$status" 200
+expect_content_type page text/html
+header page content-security-policy | grep -q "default-src 'none'" || fail "page: no CSP"
+grep -q 'src="/playground.js"' "$http_work/page.body" || fail "page: no script"
+
+echo "check: the page's own origin may call the API; the same page under another host name (DNS rebinding) may not"
+own=$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: $base_url" "$base_url/v1/models")
+[ "$own" = 200 ] || fail "the page's own origin got $own"
+rebound=$(curl -s -o "$http_work/rebound.body" -w '%{http_code}' \
+  -H "Host: rebound.example:$http_port" -H "Origin: http://rebound.example:$http_port" \
+  "$base_url/v1/models")
+[ "$rebound" = 403 ] || fail "a rebound host got $rebound"
+grep -q -- '--http_allowed_hosts' "$http_work/rebound.body" || fail "rebound: the message names no flag"
+
 echo "check: a body over --max_http_body_bytes=$body_limit is 413 in OpenAI's error shape"
 long_prompt=$(head -c $((body_limit * 2)) /dev/zero | tr '\0' a)
 status=$(request too_big POST /v1/completions "{\"model\":\"default\",\"prompt\":\"$long_prompt\"}")
