@@ -115,7 +115,8 @@ def ports(flags: dict) -> tuple:
             int(flags["metrics_port"]))
 
 
-HTTP_ROUTES = (("/v1/",), ("=", "/tokenize"), ("=", "/detokenize"), ("=", "/health"))
+HTTP_ROUTES = (("/v1/",), ("=", "/tokenize"), ("=", "/detokenize"), ("=", "/health"), ("=", "/"),
+               ("=", "/playground.js"), ("=", "/playground.css"))
 
 
 class NginxFronts:
@@ -459,6 +460,8 @@ class AffinityTest(unittest.TestCase):
                                  f"/v1/sessions/{session}/fork"):
                         self.assertEqual(replica(path), by_header, f"{path} left its session")
                 self.assertEqual(seen, {"a", "b"}, "the sessions all hashed to one replica")
+                for page in ("/", "/playground.js", "/playground.css"):
+                    self.assertIn(replica(page), seen, f"nginx did not pass {page} on")
             finally:
                 nginx.terminate()
                 nginx.wait(timeout=10)
