@@ -27,6 +27,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr int64_t kMaxGrowth = 64 << 20;
+constexpr int64_t kMaxStateBytes = 1 << 20;  // a session import's body (the state is 538 KB)
 
 // A request that must never run: it is counted under "Models", which no
 // other request of these tests calls.
@@ -46,7 +47,8 @@ class HttpAttackTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto server = ServerProcess::Start({"--model=" + DefaultModelDir(),
                                         "--store_dir=" + FreshDir("http-attack-store"),
-                                        "--health_listen=127.0.0.1:0"});
+                                        "--health_listen=127.0.0.1:0",
+                                        absl::StrCat("--max_state_bytes=", kMaxStateBytes)});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -149,6 +151,27 @@ TEST_F(HttpAttackTest, SixteenMiBChunkedIsCutAtTheBodyLimit) {
   if (!answer.empty()) {
     EXPECT_EQ(StatusOf(answer), 413) << answer.substr(0, 300);
     EXPECT_NE(answer.find("--max_http_body_bytes"), std::string::npos) << answer;
+    EXPECT_EQ(CountResponses(answer), 1) << answer;
+  }
+}
+
+// A session import's body has its own bound, --max_state_bytes: 16 MiB sent
+// chunked (no length to refuse from the head) is cut there, never buffered.
+TEST_F(HttpAttackTest, SixteenMiBChunkedImportIsCutAtTheStateLimit) {
+  RawConnection connection(port());
+  ASSERT_TRUE(connection.connected());
+  connection.Send(
+      "POST /v1/sessions/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n");
+  const std::string chunk =
+      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
+  for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
+  }
+  connection.Send("0\r\n\r\n");
+  const std::string answer = connection.ReadUntilClose();
+  if (!answer.empty()) {
+    EXPECT_EQ(StatusOf(answer), 413) << answer.substr(0, 300);
+    EXPECT_NE(answer.find("--max_state_bytes"), std::string::npos) << answer;
     EXPECT_EQ(CountResponses(answer), 1) << answer;
   }
 }
@@ -297,6 +320,14 @@ TEST_F(HttpDeadlineTest, ATrickledBodyAndAnIdleKeepAliveAreClosed) {
   trickle.Send("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{");
   bool closed = false;
   EXPECT_EQ(trickle.ReadUntilClose(&closed), "");
+  EXPECT_TRUE(closed);
+  // The same for a session import's state file.
+  RawConnection trickled_import(server_->http_port());
+  trickled_import.Send(
+      "POST /v1/sessions/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+      "Content-Length: 1000\r\n\r\nL");
+  closed = false;
+  EXPECT_EQ(trickled_import.ReadUntilClose(&closed), "");
   EXPECT_TRUE(closed);
 
   RawConnection idle(server_->http_port());
