@@ -471,12 +471,12 @@ int Serve() {
   absl::StatusOr<ConnectionOptions> connection = ConnectionOptionsFromFlags();
   if (!connection.ok()) return Fail("bad_flags", connection.status());
 
-  // SIGTERM and SIGINT are taken by sigwait below; block them before any
-  // thread starts so that every thread inherits the mask.
   // A reader of stdout that went away (`linserve | head -1`) must not take
   // the server down with it when the banner is written: writes to a closed
   // pipe fail with EPIPE instead.
   signal(SIGPIPE, SIG_IGN);
+  // SIGTERM and SIGINT are taken by sigwait below; block them before any
+  // thread starts so that every thread inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -571,7 +571,7 @@ int Serve() {
   service.SetScheduler(scheduler->get());
   health->SetServingStatus(true);
   // Beyond loopback without tokens, anyone who reaches the machine may use
-  // the server: said once, before it serves.
+  // the server: said once, as it starts serving.
   std::vector<std::string> grpc_bound;
   for (const BindAddress& a : *grpc_addresses) grpc_bound.push_back(JoinHostPort(a.ip, port));
   const bool open_beyond_loopback =
