@@ -1,0 +1,42 @@
+#ifndef LINSERVE_ENGINE_TEXT_HF_UNICODE_H_
+#define LINSERVE_ENGINE_TEXT_HF_UNICODE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace linserve {
+
+// The character classes and normalization forms the Hugging Face tokenizer
+// pipeline uses, as Rust's `char` methods define them, over utf8proc's tables.
+
+// Decodes the character at `text[*pos]` of valid UTF-8 and advances `*pos`.
+char32_t NextCodePoint(std::string_view text, size_t* pos);
+
+// Appends `cp` as UTF-8.
+void AppendUtf8(char32_t cp, std::string* out);
+
+// `text` with each ill-formed subsequence replaced by U+FFFD (as Rust's
+// String::from_utf8_lossy does); returns true and leaves `out` untouched when
+// `text` is already valid.
+bool MakeValidUtf8(std::string_view text, std::string* out);
+
+// Rust's char::is_numeric: general category Nd, Nl or No.
+bool IsNumeric(char32_t cp);
+// The `Punctuation` pre-tokenizer's test: ASCII punctuation (which includes
+// symbols such as '$' and '+') or general category P*.
+bool IsPunctuation(char32_t cp);
+// Rust's char::is_whitespace (the White_Space property).
+bool IsWhitespace(char32_t cp);
+// Rust's char::is_alphanumeric, approximated by general categories L*, M* and
+// N* (utf8proc has no Alphabetic property): what `single_word` calls a word.
+bool IsWordChar(char32_t cp);
+
+enum class NormalForm { kNfc, kNfkc };
+
+// `text` (valid UTF-8) in the normal form; ASCII comes back as it is.
+std::string Normalize(std::string_view text, NormalForm form);
+
+}  // namespace linserve
+
+#endif  // LINSERVE_ENGINE_TEXT_HF_UNICODE_H_
