@@ -134,7 +134,7 @@ std::string_view HfBpe::TokenOf(int64_t id) const {
 
 int64_t HfBpe::IdOf(std::string_view token) const {
   const auto it = vocab_.find(absl::string_view(token.data(), token.size()));
-  return it == vocab_.end() ? -1 : it->second;
+  return it == vocab_.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
 }
 
 void HfBpe::Encode(std::string_view piece, std::vector<int64_t>* ids) const {

@@ -5,6 +5,7 @@
 
 #include "engine/text/hf_tokenizer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -95,6 +96,193 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfConformanceTest,
                            }
                            return name;
                          });
+
+class HfFixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveFixtures()) GTEST_SKIP() << kFixtures << " is absent: no tokenizer fixtures";
+  }
+};
+
+// Decoding gives the text back, as the library's decode does: NFC-normalized
+// for qwen35-style (its normalizer), exactly for gpt-2.
+TEST_F(HfFixtureTest, DecodeGivesTheTextBack) {
+  for (const std::string fixture : {"qwen35-style", "gpt-2"}) {
+    const std::shared_ptr<const HfTokenizer> tokenizer = Load(fixture);
+    ASSERT_NE(tokenizer, nullptr);
+    int checked = 0;
+    for (const Case& c : ReadCases(fixture)) {
+      if (fixture == "qwen35-style" && !c.roundtrip) continue;
+      const std::string expected =
+          fixture == "qwen35-style" ? Normalize(c.text, NormalForm::kNfc) : c.text;
+      EXPECT_EQ(LossyText(tokenizer->Decode(c.ids, /*skip_special=*/false)), expected)
+          << fixture << ": \"" << c.text << "\"";
+      ++checked;
+    }
+    EXPECT_GT(checked, 40) << fixture;
+  }
+}
+
+// Token by token through Utf8Assembler (what a stream sends), the text so far
+// is always a prefix of the whole decode and ends equal to it: no split point
+// shows half a character or a different one.
+TEST_F(HfFixtureTest, StreamingDecodeEqualsWholeDecodeAtEverySplit) {
+  const std::shared_ptr<const HfTokenizer> tokenizer = Load("qwen35-style");
+  ASSERT_NE(tokenizer, nullptr);
+  const std::string text = ReadFile(kFixtures + "/qwen35-style/bench.txt").substr(0, 6000) +
+                           " 😀👍🏽👨‍👩‍👧 Ελληνικά العربية עברית 中文字符 ｶﾀｶﾅ e\xCC\x81";
+  // Cut at a character boundary.
+  size_t end = text.size();
+  absl::StatusOr<std::vector<int64_t>> ids =
+      tokenizer->Encode(text.substr(0, end), HfAddedTokenMode::kRecognized);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const std::string whole = LossyText(tokenizer->Decode(*ids, /*skip_special=*/false));
+  Utf8Assembler assembler;
+  std::string streamed;
+  for (size_t k = 0; k < ids->size(); ++k) {
+    streamed += assembler.Push(tokenizer->TokenBytes((*ids)[k], /*skip_special=*/false));
+    ASSERT_EQ(whole.compare(0, streamed.size(), streamed), 0) << "after token " << k;
+  }
+  streamed += assembler.Flush();
+  EXPECT_EQ(streamed, whole);
+  EXPECT_EQ(whole, Normalize(text, NormalForm::kNfc));
+}
+
+// A prompt recognizes added tokens; plain content (a chat message's) does not,
+// so "<|im_start|>" typed by a user stays text.
+TEST_F(HfFixtureTest, PlainContentRecognizesNoAddedToken) {
+  const std::shared_ptr<const HfTokenizer> tokenizer = Load("qwen35-style");
+  ASSERT_NE(tokenizer, nullptr);
+  const int64_t im_start = tokenizer->IdOf("<|im_start|>");
+  const int64_t think = tokenizer->IdOf("<think>");
+  ASSERT_GE(im_start, 0);
+  ASSERT_GE(think, 0);
+  const std::string text = "<|im_start|>user\n<think>hi</think><|im_end|>";
+  const std::vector<int64_t> prompt = *tokenizer->Encode(text, HfAddedTokenMode::kRecognized);
+  ASSERT_FALSE(prompt.empty());
+  EXPECT_EQ(prompt[0], im_start);
+  EXPECT_NE(std::find(prompt.begin(), prompt.end(), think), prompt.end());
+  const std::vector<int64_t> content = *tokenizer->Encode(text, HfAddedTokenMode::kPlainContent);
+  for (int64_t id : content) {
+    for (const HfAddedToken& added : tokenizer->added_tokens()) {
+      EXPECT_NE(id, added.id) << added.content;
+    }
+  }
+  EXPECT_EQ(tokenizer->Decode(content, /*skip_special=*/true), text);
+  // Special tokens are hidden when skipped, non-special ones (<think>) never.
+  EXPECT_TRUE(tokenizer->IsSpecial(im_start));
+  EXPECT_FALSE(tokenizer->IsSpecial(think));
+  EXPECT_EQ(tokenizer->TokenBytes(im_start, /*skip_special=*/true), "");
+  EXPECT_EQ(tokenizer->TokenBytes(im_start, /*skip_special=*/false), "<|im_start|>");
+  EXPECT_EQ(tokenizer->TokenBytes(think, /*skip_special=*/true), "<think>");
+}
+
+// The files a tokenizer must refuse, each with the file, the JSON path and the
+// reason in the message.
+class HfBadFileTest : public HfFixtureTest {
+ protected:
+  static nlohmann::json Fixture(const std::string& name) {
+    return nlohmann::json::parse(ReadFile(kFixtures + "/" + name + "/tokenizer.json"));
+  }
+  static std::string Refusal(const std::string& text) {
+    absl::StatusOr<std::shared_ptr<const HfTokenizer>> tokenizer =
+        HfTokenizer::FromJson(text, "bad/tokenizer.json", HfTokenizerOptions());
+    EXPECT_FALSE(tokenizer.ok());
+    if (tokenizer.ok()) return "";
+    EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(tokenizer.status().message());
+  }
+};
+
+TEST_F(HfBadFileTest, TruncatedOrMalformedJson) {
+  const std::string text = ReadFile(kFixtures + "/gpt-2/tokenizer.json");
+  std::string message = Refusal(text.substr(0, text.size() / 2));
+  EXPECT_NE(message.find("bad/tokenizer.json: /: malformed or truncated JSON"), std::string::npos)
+      << message;
+  message = Refusal("{\"model\": }");
+  EXPECT_NE(message.find("malformed or truncated JSON"), std::string::npos) << message;
+}
+
+TEST_F(HfBadFileTest, NestingTooDeep) {
+  const std::string message = Refusal(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_NE(message.find("nested deeper than 64"), std::string::npos) << message;
+}
+
+TEST_F(HfBadFileTest, MergeNamingAnUnknownToken) {
+  nlohmann::json json = Fixture("gpt-2");
+  json["model"]["merges"][7] = "Ġthe zzz-no-such-token";
+  const std::string message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/merges/7: the merge names \"zzz-no-such-token\""),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(HfBadFileTest, DuplicateId) {
+  nlohmann::json json = Fixture("gpt-2");
+  json["model"]["vocab"]["zzz-twin"] = json["model"]["vocab"]["the"];
+  std::string message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/vocab/"), std::string::npos) << message;
+  EXPECT_NE(message.find("duplicate id"), std::string::npos) << message;
+
+  json = Fixture("qwen35-style");
+  json["added_tokens"][1]["id"] = json["added_tokens"][0]["id"];
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/added_tokens/1/id: duplicate added-token id"), std::string::npos)
+      << message;
+}
+
+TEST_F(HfBadFileTest, RegexPcre2CannotCompile) {
+  nlohmann::json json = Fixture("qwen35-style");
+  json["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{L}+";
+  const std::string message = Refusal(json.dump());
+  EXPECT_NE(message.find("/pre_tokenizer/pretokenizers/0/pattern/Regex: PCRE2 cannot compile"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(HfBadFileTest, UnsupportedComponentsNamedWithTheirPath) {
+  nlohmann::json json = Fixture("gpt-2");
+  json["model"]["byte_fallback"] = true;
+  std::string message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/byte_fallback: byte_fallback true"), std::string::npos)
+      << message;
+
+  json = Fixture("qwen35-style");
+  json["pre_tokenizer"]["pretokenizers"][1] = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/pre_tokenizer/pretokenizers/1/type: the pre-tokenizer \"Metaspace\""),
+            std::string::npos)
+      << message;
+
+  json = Fixture("qwen35-style");
+  json["normalizer"] = {{"type", "Lowercase"}};
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/normalizer/type: the normalizer \"Lowercase\""), std::string::npos)
+      << message;
+
+  json = Fixture("gpt-2");
+  json["decoder"] = {{"type", "ByteFallback"}};
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/decoder/type: the decoder \"ByteFallback\""), std::string::npos)
+      << message;
+}
+
+// A pattern that backtracks exponentially meets its match limit: a clear
+// error, not a stalled engine.
+TEST_F(HfFixtureTest, PathologicalRegexHitsItsLimit) {
+  nlohmann::json json = nlohmann::json::parse(ReadFile(kFixtures + "/qwen35-style/tokenizer.json"));
+  json["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a|aa)+$";
+  HfTokenizerOptions options;
+  options.regex.match_limit = 100'000;
+  absl::StatusOr<std::shared_ptr<const HfTokenizer>> tokenizer =
+      HfTokenizer::FromJson(json.dump(), "tokenizer.json", options);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const absl::StatusOr<std::vector<int64_t>> ids =
+      (*tokenizer)->Encode(std::string(64, 'a') + "b", HfAddedTokenMode::kRecognized);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(ids.status().message().find("limit"), absl::string_view::npos) << ids.status();
+}
 
 }  // namespace
 }  // namespace linserve
