@@ -6,13 +6,16 @@
 #include "engine/text/hf_tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/text/hf_model_files.h"
 #include "engine/text/hf_normalizer.h"
 #include "engine/text/hf_unicode.h"
+#include "engine/text/tokenizer.h"
 #include "engine/text/utf8_assembler.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -282,6 +285,108 @@ TEST_F(HfFixtureTest, PathologicalRegexHitsItsLimit) {
   ASSERT_FALSE(ids.ok());
   EXPECT_EQ(ids.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(ids.status().message().find("limit"), absl::string_view::npos) << ids.status();
+}
+
+// A model directory made at test time: a link to a fixture's tokenizer.json
+// and the JSON files given.
+class HfModelDirectoryTest : public HfFixtureTest {
+ protected:
+  std::string MakeDirectory(const std::string& fixture,
+                            const std::vector<std::pair<std::string, std::string>>& files) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(::testing::TempDir()) /
+                         ("hf_model_" + fixture + "_" + std::to_string(counter_++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::create_symlink(fs::absolute(kFixtures + "/" + fixture + "/tokenizer.json"),
+                       dir / "tokenizer.json");
+    for (const auto& [name, text] : files) std::ofstream(dir / name) << text;
+    return dir.string();
+  }
+  int counter_ = 0;
+};
+
+// Qwen3.5's layout: config.json's text_config names <|endoftext|>, the chat
+// turns end with tokenizer_config.json's <|im_end|>; both end a turn.
+TEST_F(HfModelDirectoryTest, EosIdsAreTheUnionOfEveryFile) {
+  const std::string dir = MakeDirectory(
+      "qwen35-style", {{"config.json", R"({"text_config": {"eos_token_id": 3256}})"},
+                       {"tokenizer_config.json", R"({"eos_token": "<|im_end|>"})"}});
+  absl::StatusOr<Tokenizer> tokenizer = LoadHfTokenizerDirectory(dir, 3328, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(tokenizer->name(), "huggingface");
+  EXPECT_EQ(tokenizer->eos_ids(), (std::vector<int64_t>{3256, 3258}));
+  EXPECT_TRUE(tokenizer->IsEos(3258));
+  EXPECT_FALSE(tokenizer->IsEos(3257));
+  EXPECT_FALSE(tokenizer->add_bos());
+
+  const std::string with_generation = MakeDirectory(
+      "qwen35-style", {{"generation_config.json", R"({"eos_token_id": [3256, 3260]})"},
+                       {"config.json", R"({"eos_token_id": 3258})"}});
+  tokenizer = LoadHfTokenizerDirectory(with_generation, 3328, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(tokenizer->eos_ids(), (std::vector<int64_t>{3256, 3258, 3260}));
+}
+
+// Special added tokens are special ids (no bytes unless asked for), <think>
+// is text; rows past the tokenizer's ids are never sampled.
+TEST_F(HfModelDirectoryTest, SpecialIdsAndRanges) {
+  const std::string dir = MakeDirectory("qwen35-style", {});
+  absl::StatusOr<Tokenizer> tokenizer = LoadHfTokenizerDirectory(dir, 3328, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<int64_t> ids = tokenizer->Encode("<|im_start|>user\n<think>", true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 3257);
+  EXPECT_TRUE(tokenizer->IsSpecial(3257));
+  EXPECT_EQ(tokenizer->TokenBytes(3257), "");
+  EXPECT_EQ(tokenizer->TokenBytes(3257, /*skip_special=*/false), "<|im_start|>");
+  EXPECT_EQ(tokenizer->Decode(ids), "user\n<think>");
+  EXPECT_EQ(tokenizer->Decode(ids, /*skip_special=*/false), "<|im_start|>user\n<think>");
+  const absl::StatusOr<std::vector<int64_t>> content =
+      tokenizer->TryEncode("<|im_start|>", /*starts_text=*/false, /*plain_content=*/true);
+  ASSERT_TRUE(content.ok());
+  EXPECT_GT(content->size(), 1u);
+  const auto ranges = tokenizer->SpecialIdRanges();
+  ASSERT_FALSE(ranges.empty());
+  EXPECT_EQ(ranges.back().second, 3328);
+  for (const auto& [begin, end] : ranges) {
+    for (int64_t id = begin; id < end; ++id) EXPECT_TRUE(tokenizer->IsSpecial(id)) << id;
+  }
+  EXPECT_EQ(tokenizer->never_sampled().front(), 3265);  // one past the last added token
+}
+
+// DeepSeek's post-processor and add_bos_token put BOS first on a new text;
+// add_bos_token false takes it away.
+TEST_F(HfModelDirectoryTest, BosFromThePostProcessorAndTokenizerConfig) {
+  const std::string dir = MakeDirectory(
+      "deepseek-llm", {{"tokenizer_config.json",
+                        ReadFile(kFixtures + "/deepseek-llm/tokenizer_config.json")}});
+  absl::StatusOr<Tokenizer> tokenizer = LoadHfTokenizerDirectory(dir, 102400, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_TRUE(tokenizer->add_bos());
+  EXPECT_EQ(tokenizer->bos_id(), 100000);
+  EXPECT_EQ(tokenizer->Encode("Hello world", true),
+            (std::vector<int64_t>{100000, 17464, 1843}));
+  EXPECT_EQ(tokenizer->Encode("Hello world", false), (std::vector<int64_t>{17464, 1843}));
+  EXPECT_EQ(tokenizer->eos_ids(), (std::vector<int64_t>{100001}));
+
+  const std::string without = MakeDirectory(
+      "deepseek-llm", {{"tokenizer_config.json", R"({"add_bos_token": false})"}});
+  tokenizer = LoadHfTokenizerDirectory(without, 102400, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_FALSE(tokenizer->add_bos());
+  EXPECT_EQ(tokenizer->Encode("Hello world", true), (std::vector<int64_t>{17464, 1843}));
+}
+
+// A token id past the model's embedding rows is refused by name.
+TEST_F(HfModelDirectoryTest, IdPastTheEmbeddingRowsIsRefused) {
+  const std::string dir = MakeDirectory("gpt-2", {});
+  const absl::StatusOr<Tokenizer> tokenizer = LoadHfTokenizerDirectory(dir, 50000, {});
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_NE(tokenizer.status().message().find("tokenizer.json: the tokenizer has token id 50256, "
+                                              "past the model's 50000 embedding rows"),
+            absl::string_view::npos)
+      << tokenizer.status();
 }
 
 }  // namespace
