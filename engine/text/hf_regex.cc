@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "engine/text/hf_unicode_compat.h"
 
 namespace linserve {
 
@@ -79,6 +80,19 @@ std::string HfRegex::TranslateFromOnig(std::string_view pattern) {
           out += OnigSpaceClassBody();
           out += "]";
         }
+      } else if (next == 'p' && i + 3 < pattern.size() && pattern[i + 1] == '{' &&
+                 pattern[i + 3] == '}' &&
+                 !OnigExtraClassBody(pattern.substr(i + 2, 1)).empty()) {
+        // \p{L}, \p{N}, \p{M}, \p{P} with the code points Oniguruma's newer
+        // Unicode adds.
+        const std::string_view extra = OnigExtraClassBody(pattern.substr(i + 2, 1));
+        if (!in_class) out += "[";
+        out += "\\p{";
+        out += pattern[i + 2];
+        out += "}";
+        out += extra;
+        if (!in_class) out += "]";
+        i += 3;
       } else if (next == 'S' && !in_class) {
         out += "[^";
         out += OnigSpaceClassBody();

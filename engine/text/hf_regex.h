@@ -23,7 +23,9 @@ struct HfRegexLimits {
 
 // A pre-tokenizer regex of a tokenizer.json, compiled by PCRE2 (JIT, UTF,
 // UCP) to mean what the Rust library's Oniguruma (Ruby syntax) makes of it:
-// `\s` is rewritten to Oniguruma's set (U+0009-000D, U+0085, Zs, Zl, Zp), and
+// `\s` is rewritten to Oniguruma's set (U+0009-000D, U+0085, Zs, Zl, Zp),
+// \p{L}/\p{N}/\p{M}/\p{P} gain the code points of Oniguruma's newer Unicode
+// (hf_unicode_compat.h), and
 // matches are iterated as the `onig` crate iterates them. Immutable after
 // Compile; Find may run on many threads at once.
 class HfRegex {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "engine/text/hf_unicode_compat.h"
 #include "utf8proc.h"
 
 namespace linserve {
@@ -108,7 +109,8 @@ bool MakeValidUtf8(std::string_view text, std::string* out) {
 
 bool IsNumeric(char32_t cp) {
   const utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+  return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO ||
+         IsNumericOnlyInRust(cp);
 }
 
 bool IsPunctuation(char32_t cp) {
@@ -117,7 +119,8 @@ bool IsPunctuation(char32_t cp) {
            (cp >= '{' && cp <= '~');
   }
   const utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+  if (c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO) return !IsPunctuationOnlyInUtf8proc(cp);
+  return IsPunctuationOnlyInLibrary(cp);
 }
 
 bool IsWhitespace(char32_t cp) {

@@ -21,10 +21,11 @@ void AppendUtf8(char32_t cp, std::string* out);
 // `text` is already valid.
 bool MakeValidUtf8(std::string_view text, std::string* out);
 
-// Rust's char::is_numeric: general category Nd, Nl or No.
+// Rust's char::is_numeric: general category Nd, Nl or No (Unicode 16).
 bool IsNumeric(char32_t cp);
 // The `Punctuation` pre-tokenizer's test: ASCII punctuation (which includes
-// symbols such as '$' and '+') or general category P*.
+// symbols such as '$' and '+') or general category P* as the unicode_categories
+// crate's tables have it (see hf_unicode_compat.h).
 bool IsPunctuation(char32_t cp);
 // Rust's char::is_whitespace (the White_Space property).
 bool IsWhitespace(char32_t cp);
