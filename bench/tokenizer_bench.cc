@@ -1,12 +1,18 @@
 // linserve-tokenizer-bench: how fast the tokenizers encode, the RWKV World
 // vocabulary (greedy longest match over a trie) beside the byte vocabulary,
-// on English and on mixed multilingual text. Every figure is the median of
-// --repeats runs; 1 MB = 10^6 bytes.
+// on English and on mixed multilingual text; then the Hugging Face tokenizers
+// of ../shared/data/tokenizers on qwen35-style/bench.txt, beside the Rust
+// `tokenizers` library itself (npm's @anush008/tokenizers, run by node in the
+// same run) where --hf_reference_node_path has it. Every figure is the median
+// of --repeats runs; 1 MB = 10^6 bytes.
 //
 //   linserve-tokenizer-bench [--corpus=../shared/data/tinyshakespeare.txt] [--megabytes=10]
+//       [--hf_fixtures=../shared/data/tokenizers]
+//       [--hf_reference_node_path=build/hf-reference-npm/node_modules]
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <ctime>
 #include <fstream>
@@ -19,12 +25,20 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "engine/text/hf_tokenizer.h"
 #include "engine/text/tokenizer.h"
 
 ABSL_FLAG(std::string, corpus, "../shared/data/tinyshakespeare.txt",
           "English text, repeated up to --megabytes");
 ABSL_FLAG(double, megabytes, 10.0, "size of each text encoded, in 10^6 bytes");
 ABSL_FLAG(int32_t, repeats, 7, "runs per figure; the median is shown");
+ABSL_FLAG(std::string, hf_fixtures, "../shared/data/tokenizers",
+          "the Hugging Face tokenizer fixtures; empty or absent: no Hugging Face figures");
+ABSL_FLAG(std::string, hf_reference_node_path, "build/hf-reference-npm/node_modules",
+          "node_modules holding @anush008/tokenizers (tests/engine/text/hf_reference_check.sh "
+          "installs it there); empty or absent: no library figures");
+ABSL_FLAG(std::string, hf_reference_script, "bench/hf_reference_encode.js",
+          "the script that times the library");
 
 namespace linserve {
 namespace {
@@ -71,6 +85,13 @@ std::string Repeated(const std::string& seed, size_t bytes) {
   return text;
 }
 
+// The hash hf_reference_encode.js prints: h = h * 31 + id, mod 2^32.
+uint32_t IdsHash(const std::vector<int64_t>& ids) {
+  uint32_t hash = 0;
+  for (int64_t id : ids) hash = hash * 31 + static_cast<uint32_t>(id);
+  return hash;
+}
+
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -105,6 +126,95 @@ EncodeFigures MeasureEncode(const Tokenizer& tokenizer, const std::string& text,
   }
   return {Median(wall_rates), Median(cpu_rates),
           static_cast<double>(tokens) / static_cast<double>(text.size())};
+}
+
+// The library's MB/s on `text_file` through node, and a hash of its ids
+// (IdsHash); negative if it cannot run.
+double ReferenceMegabytesPerSecond(const std::string& tokenizer_json, const std::string& text_file,
+                                   int repeats, uint32_t* ids_hash) {
+  const std::string node_path = absl::GetFlag(FLAGS_hf_reference_node_path);
+  if (node_path.empty() || !std::ifstream(node_path + "/@anush008/tokenizers/package.json")) {
+    return -1;
+  }
+  const std::string command =
+      absl::StrFormat("NODE_PATH='%s' node '%s' '%s' '%s' %d 2>&1", node_path,
+                      absl::GetFlag(FLAGS_hf_reference_script), tokenizer_json, text_file, repeats);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  double mbps = -1;
+  char line[512];
+  while (fgets(line, sizeof(line), pipe) != nullptr) {
+    double value;
+    if (sscanf(line, "mbps %lf", &value) == 1) mbps = value;
+    if (sscanf(line, "hash %lf", &value) == 1) *ids_hash = static_cast<uint32_t>(value);
+  }
+  pclose(pipe);
+  return mbps;
+}
+
+// Load time and encode speed of each Hugging Face fixture on the
+// qwen35-style bench text, beside the library's; the gate is the ratio.
+void RunHuggingFace(int repeats) {
+  const std::string fixtures = absl::GetFlag(FLAGS_hf_fixtures);
+  const std::string text_file = fixtures + "/qwen35-style/bench.txt";
+  std::ifstream file(text_file, std::ios::binary);
+  std::ostringstream text_stream;
+  text_stream << file.rdbuf();
+  const std::string text = text_stream.str();
+  if (fixtures.empty() || text.empty()) {
+    absl::PrintF("Hugging Face tokenizers: no %s, skipped\n", text_file);
+    return;
+  }
+  absl::PrintF(
+      "\nHugging Face tokenizers on qwen35-style/bench.txt (%.2f MB), one call per encode,\n"
+      "one thread; the library: Rust tokenizers 0.22.2 through npm's @anush008/tokenizers\n",
+      text.size() / 1e6);
+  absl::PrintF("%-14s | %9s | %9s %9s | %9s | %7s | %s\n", "tokenizer", "load ms", "wall",
+               "cpu", "library", "ratio", "ids equal");
+  for (const char* name : {"qwen35-style", "gpt-2"}) {
+    const std::string json = fixtures + "/" + name + "/tokenizer.json";
+    std::vector<double> load_ms;
+    std::shared_ptr<const HfTokenizer> hf;
+    for (int r = 0; r < repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::shared_ptr<const HfTokenizer>> loaded =
+          HfTokenizer::FromFile(json, HfTokenizerOptions());
+      const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+      if (!loaded.ok()) {
+        absl::PrintF("%s: %s\n", name, std::string(loaded.status().message()));
+        return;
+      }
+      load_ms.push_back(ms.count());
+      hf = *std::move(loaded);
+    }
+    std::vector<double> wall_rates, cpu_rates;
+    uint32_t ids_hash = 0;
+    const double megabytes = static_cast<double>(text.size()) / 1e6;
+    // One warm-up, as the library gets: both fill their caches of pre-tokens.
+    (void)hf->Encode(text, HfAddedTokenMode::kRecognized);
+    for (int r = 0; r < repeats; ++r) {
+      const double cpu_start = ThreadCpuSeconds();
+      const auto start = std::chrono::steady_clock::now();
+      const absl::StatusOr<std::vector<int64_t>> encoded =
+          hf->Encode(text, HfAddedTokenMode::kRecognized);
+      const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+      cpu_rates.push_back(megabytes / (ThreadCpuSeconds() - cpu_start));
+      wall_rates.push_back(megabytes / seconds.count());
+      ids_hash = encoded.ok() ? IdsHash(*encoded) : 0;
+    }
+    uint32_t reference_hash = 1;
+    const double reference = ReferenceMegabytesPerSecond(json, text_file, repeats, &reference_hash);
+    const double wall = Median(wall_rates);
+    if (reference > 0) {
+      absl::PrintF("%-14s | %9.1f | %9.1f %9.1f | %9.2f | %6.1fx | %s\n", name, Median(load_ms),
+                   wall, Median(cpu_rates), reference, wall / reference,
+                   reference_hash == ids_hash ? "yes" : "NO");
+    } else {
+      absl::PrintF("%-14s | %9.1f | %9.1f %9.1f | %9s | %7s | %s\n", name, Median(load_ms), wall,
+                   Median(cpu_rates), "-", "-", "no library");
+    }
+  }
+  absl::PrintF("Gate: wall-clock ratio >= 5x the library's single-threaded speed.\n");
 }
 
 int Run() {
@@ -155,6 +265,7 @@ int Run() {
   }
   absl::PrintF("World vocabulary load (parse + trie): %.1f ms (median of %d)\n", Median(load_ms),
                repeats);
+  RunHuggingFace(repeats);
   return 0;
 }
 

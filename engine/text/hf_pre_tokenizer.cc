@@ -75,29 +75,37 @@ void SpansFromCharacters(std::string_view piece, Predicate is_match, std::vector
 }
 
 // Applies a split behavior to the spans (the library's NormalizedString::split)
-// and appends the non-empty pieces that remain.
+// and appends the non-empty pieces that remain, as views of `piece`.
 void CutPiece(std::string_view piece, std::vector<Span>& spans, HfSplitBehavior behavior,
-              bool invert, std::vector<std::string>* out) {
+              bool invert, std::vector<std::string_view>* out) {
   if (invert) {
     for (Span& span : spans) span.is_match = !span.is_match;
   }
-  // (begin, end, removed)
-  std::vector<Span> kept;
-  kept.reserve(spans.size());
+  // Pieces as [begin, end) pairs first; merges extend the last one.
+  const size_t first = out->size();
+  const auto view = [&piece](size_t begin, size_t end) {
+    return piece.substr(begin, end - begin);
+  };
+  const auto extend_last = [&](size_t end) {
+    std::string_view& last = out->back();
+    last = std::string_view(last.data(), piece.data() + end - last.data());
+  };
   switch (behavior) {
     case HfSplitBehavior::kIsolated:
-      for (const Span& s : spans) kept.push_back({s.begin, s.end, false});
+      for (const Span& s : spans) out->push_back(view(s.begin, s.end));
       break;
     case HfSplitBehavior::kRemoved:
-      kept = spans;
+      for (const Span& s : spans) {
+        if (!s.is_match) out->push_back(view(s.begin, s.end));
+      }
       break;
     case HfSplitBehavior::kContiguous: {
       bool previous_match = false;
       for (const Span& s : spans) {
-        if (s.is_match == previous_match && !kept.empty()) {
-          kept.back().end = s.end;
+        if (s.is_match == previous_match && out->size() > first) {
+          extend_last(s.end);
         } else {
-          kept.push_back({s.begin, s.end, false});
+          out->push_back(view(s.begin, s.end));
         }
         previous_match = s.is_match;
       }
@@ -106,34 +114,36 @@ void CutPiece(std::string_view piece, std::vector<Span>& spans, HfSplitBehavior 
     case HfSplitBehavior::kMergedWithPrevious: {
       bool previous_match = false;
       for (const Span& s : spans) {
-        if (s.is_match && !previous_match && !kept.empty()) {
-          kept.back().end = s.end;
+        if (s.is_match && !previous_match && out->size() > first) {
+          extend_last(s.end);
         } else {
-          kept.push_back({s.begin, s.end, false});
+          out->push_back(view(s.begin, s.end));
         }
         previous_match = s.is_match;
       }
       break;
     }
     case HfSplitBehavior::kMergedWithNext: {
+      // Backwards: a match joins the piece after it.
       bool previous_match = false;
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->is_match && !previous_match && !kept.empty()) {
-          kept.back().begin = it->begin;
+        if (it->is_match && !previous_match && out->size() > first) {
+          std::string_view& last = out->back();
+          last = std::string_view(piece.data() + it->begin,
+                                  last.data() + last.size() - (piece.data() + it->begin));
         } else {
-          kept.push_back({it->begin, it->end, false});
+          out->push_back(view(it->begin, it->end));
         }
         previous_match = it->is_match;
       }
-      std::reverse(kept.begin(), kept.end());
+      std::reverse(out->begin() + first, out->end());
       break;
     }
   }
-  for (const Span& s : kept) {
-    // In kept, is_match means "removed" (only the Removed behavior sets it).
-    if (s.is_match || s.begin == s.end) continue;
-    out->emplace_back(piece.substr(s.begin, s.end - s.begin));
-  }
+  // Empty pieces never reach the model.
+  out->erase(std::remove_if(out->begin() + first, out->end(),
+                            [](std::string_view p) { return p.empty(); }),
+             out->end());
 }
 
 }  // namespace
@@ -216,67 +226,78 @@ bool HfPreTokenizer::ends_byte_level() const {
   return !steps_.empty() && steps_.back().kind == Step::Kind::kByteLevel;
 }
 
-absl::Status HfPreTokenizer::ApplyStep(const Step& step, std::string_view piece,
-                                       std::vector<std::string>* out) const {
-  std::vector<Span> spans;
+absl::Status HfPreTokenizer::Run(size_t step_index, std::string_view piece,
+                                 absl::FunctionRef<void(std::string_view)> emit) const {
+  if (piece.empty()) return absl::OkStatus();
+  if (step_index == steps_.size()) {
+    emit(piece);
+    return absl::OkStatus();
+  }
+  const Step& step = steps_[step_index];
+  // Buffers per step, reused by every call on this thread: the first step
+  // sees the whole text, and fresh buffers of its size would be paged in on
+  // every encode.
+  struct Scratch {
+    std::vector<std::pair<uint32_t, uint32_t>> matches;
+    std::vector<Span> spans;
+    std::vector<std::string_view> parts;
+    std::string mapped;
+  };
+  thread_local std::vector<Scratch> scratch_by_step;
+  if (scratch_by_step.size() < steps_.size()) scratch_by_step.resize(steps_.size());
+  Scratch& scratch = scratch_by_step[step_index];
+  std::vector<std::pair<uint32_t, uint32_t>>& matches = scratch.matches;
+  std::vector<Span>& spans = scratch.spans;
+  std::vector<std::string_view>& parts = scratch.parts;
+  matches.clear();
+  spans.clear();
+  parts.clear();
   switch (step.kind) {
     case Step::Kind::kSplit: {
-      std::vector<std::pair<uint32_t, uint32_t>> matches;
       LINSERVE_RETURN_IF_ERROR(step.regex->FindAll(piece, &matches));
       SpansFromMatches(piece.size(), matches, &spans);
-      CutPiece(piece, spans, step.behavior, step.invert, out);
-      return absl::OkStatus();
+      CutPiece(piece, spans, step.behavior, step.invert, &parts);
+      break;
     }
     case Step::Kind::kDigits:
       SpansFromCharacters(piece, IsNumeric, &spans);
-      CutPiece(piece, spans, step.behavior, /*invert=*/false, out);
-      return absl::OkStatus();
+      CutPiece(piece, spans, step.behavior, /*invert=*/false, &parts);
+      break;
     case Step::Kind::kPunctuation:
       SpansFromCharacters(piece, IsPunctuation, &spans);
-      CutPiece(piece, spans, step.behavior, /*invert=*/false, out);
-      return absl::OkStatus();
+      CutPiece(piece, spans, step.behavior, /*invert=*/false, &parts);
+      break;
     case Step::Kind::kByteLevel: {
       std::string prefixed;
-      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+      if (step.add_prefix_space && piece[0] != ' ') {
         prefixed = " ";
         prefixed += piece;
         piece = prefixed;
       }
-      std::vector<std::string> parts;
       if (step.regex.has_value()) {
-        std::vector<std::pair<uint32_t, uint32_t>> matches;
         LINSERVE_RETURN_IF_ERROR(step.regex->FindAll(piece, &matches));
         SpansFromMatches(piece.size(), matches, &spans);
         CutPiece(piece, spans, HfSplitBehavior::kIsolated, /*invert=*/false, &parts);
-      } else if (!piece.empty()) {
-        parts.emplace_back(piece);
+      } else {
+        parts.push_back(piece);
       }
-      for (const std::string& part : parts) {
-        std::string mapped;
-        mapped.reserve(part.size() * 2);
+      // The pieces go on in byte-level characters.
+      std::string& mapped = scratch.mapped;
+      for (std::string_view part : parts) {
+        mapped.clear();
         AppendByteLevel(part, &mapped);
-        out->push_back(std::move(mapped));
+        LINSERVE_RETURN_IF_ERROR(Run(step_index + 1, mapped, emit));
       }
       return absl::OkStatus();
     }
   }
+  for (std::string_view part : parts) LINSERVE_RETURN_IF_ERROR(Run(step_index + 1, part, emit));
   return absl::OkStatus();
 }
 
-absl::Status HfPreTokenizer::Apply(std::vector<std::string>* pieces) const {
-  std::vector<std::string> next;
-  for (const Step& step : steps_) {
-    next.clear();
-    for (const std::string& piece : *pieces) {
-      LINSERVE_RETURN_IF_ERROR(ApplyStep(step, piece, &next));
-    }
-    pieces->swap(next);
-  }
-  // Without steps, empty pieces still never reach the model.
-  pieces->erase(std::remove_if(pieces->begin(), pieces->end(),
-                               [](const std::string& p) { return p.empty(); }),
-                pieces->end());
-  return absl::OkStatus();
+absl::Status HfPreTokenizer::ForEachPiece(std::string_view text,
+                                          absl::FunctionRef<void(std::string_view)> emit) const {
+  return Run(0, text, emit);
 }
 
 }  // namespace linserve

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/text/hf_json.h"
@@ -28,9 +29,11 @@ class HfPreTokenizer {
   static absl::StatusOr<HfPreTokenizer> Load(const nlohmann::json& json, const HfJsonPlace& place,
                                              const HfRegexLimits& limits);
 
-  // Replaces `pieces` by the pieces after every step; empty pieces are
-  // dropped. ResourceExhausted if a regex hits its limits.
-  absl::Status Apply(std::vector<std::string>* pieces) const;
+  // Calls `emit` with each non-empty piece of `text` after every step, in
+  // order, depth first: no step's output is collected whole. The views live
+  // only during the call. ResourceExhausted if a regex hits its limits.
+  absl::Status ForEachPiece(std::string_view text,
+                            absl::FunctionRef<void(std::string_view)> emit) const;
 
   // True when the last step is ByteLevel: the pieces come out in byte-level
   // characters.
@@ -47,8 +50,9 @@ class HfPreTokenizer {
 
   absl::Status AddSteps(const nlohmann::json& json, const HfJsonPlace& place,
                         const HfRegexLimits& limits);
-  absl::Status ApplyStep(const Step& step, std::string_view piece,
-                         std::vector<std::string>* out) const;
+  // Runs steps_[step_index...] on `piece`.
+  absl::Status Run(size_t step_index, std::string_view piece,
+                   absl::FunctionRef<void(std::string_view)> emit) const;
 
   std::vector<Step> steps_;
 };

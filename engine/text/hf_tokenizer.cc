@@ -88,16 +88,13 @@ absl::StatusOr<std::vector<int64_t>> HfTokenizer::Encode(std::string_view text,
       added_.Split(text, normalizer_, mode == HfAddedTokenMode::kRecognized);
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3 + 1);
-  std::vector<std::string> pieces;
   for (const HfSegment& segment : segments) {
     if (segment.id >= 0) {
       ids.push_back(segment.id);
       continue;
     }
-    pieces.clear();
-    pieces.push_back(segment.text);
-    LINSERVE_RETURN_IF_ERROR(pre_tokenizer_.Apply(&pieces));
-    for (const std::string& piece : pieces) bpe_->Encode(piece, &ids);
+    LINSERVE_RETURN_IF_ERROR(pre_tokenizer_.ForEachPiece(
+        segment.text, [this, &ids](std::string_view piece) { bpe_->Encode(piece, &ids); }));
   }
   return ids;
 }

@@ -135,15 +135,9 @@ bool IsWordChar(char32_t cp) {
   return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_NO);
 }
 
-std::string Normalize(std::string_view text, NormalForm form) {
-  bool ascii = true;
-  for (char c : text) {
-    if (static_cast<uint8_t>(c) >= 0x80) {
-      ascii = false;
-      break;
-    }
-  }
-  if (ascii) return std::string(text);
+namespace {
+
+std::string Utf8procNormalize(std::string_view text, NormalForm form) {
   int options = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
   if (form == NormalForm::kNfkc) options |= UTF8PROC_COMPAT;
   utf8proc_uint8_t* result = nullptr;
@@ -154,6 +148,49 @@ std::string Normalize(std::string_view text, NormalForm form) {
   if (len < 0) return std::string(text);  // only on invalid UTF-8, which callers exclude
   std::string out(reinterpret_cast<const char*>(result), static_cast<size_t>(len));
   std::free(result);
+  return out;
+}
+
+}  // namespace
+
+std::string Normalize(std::string_view text, NormalForm form) {
+  // Characters below `stable` are left as they are by the form, block
+  // reordering (combining class 0) and are never the second of a composing
+  // pair: the text between two of them normalizes on its own. Below U+0300
+  // for NFC; only ASCII for NFKC (which changes U+00A0, U+00B2...). So only
+  // the stretches from such a character to the next one, with others in
+  // between, go through utf8proc; the rest is copied.
+  const char32_t stable = form == NormalForm::kNfc ? 0x300 : 0x80;
+  std::string out;
+  out.reserve(text.size());
+  size_t flushed = 0;      // text before this is in `out`
+  size_t last_stable = 0;  // where the last stable character starts
+  size_t dirty_start = 0;  // where the stretch for utf8proc starts, when dirty
+  bool dirty = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t start = pos;
+    const char32_t cp = static_cast<uint8_t>(text[pos]) < 0x80
+                            ? static_cast<char32_t>(text[pos++])
+                            : NextCodePoint(text, &pos);
+    if (cp < stable) {
+      if (dirty) {
+        out += Utf8procNormalize(text.substr(dirty_start, start - dirty_start), form);
+        flushed = start;
+        dirty = false;
+      }
+      last_stable = start;
+    } else if (!dirty) {
+      dirty = true;
+      dirty_start = last_stable;
+      out.append(text.data() + flushed, dirty_start - flushed);
+    }
+  }
+  if (dirty) {
+    out += Utf8procNormalize(text.substr(dirty_start), form);
+  } else {
+    out.append(text.data() + flushed, text.size() - flushed);
+  }
   return out;
 }
 
