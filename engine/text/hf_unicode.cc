@@ -159,7 +159,8 @@ std::string Normalize(std::string_view text, NormalForm form) {
   // pair: the text between two of them normalizes on its own. Below U+0300
   // for NFC; only ASCII for NFKC (which changes U+00A0, U+00B2...). So only
   // the stretches from such a character to the next one, with others in
-  // between, go through utf8proc; the rest is copied.
+  // between, go through utf8proc; the rest is copied. Characters the
+  // library's older tables do not know are copied too, and bound stretches.
   const char32_t stable = form == NormalForm::kNfc ? 0x300 : 0x80;
   std::string out;
   out.reserve(text.size());
@@ -173,7 +174,19 @@ std::string Normalize(std::string_view text, NormalForm form) {
     const char32_t cp = static_cast<uint8_t>(text[pos]) < 0x80
                             ? static_cast<char32_t>(text[pos++])
                             : NextCodePoint(text, &pos);
-    if (cp < stable) {
+    if (cp >= stable && IsUnknownToLibraryNormalization(cp)) {
+      // The library's tables do not know it: it stays, and bounds the
+      // stretches on either side.
+      if (dirty) {
+        out += Utf8procNormalize(text.substr(dirty_start, start - dirty_start), form);
+        dirty = false;
+      } else {
+        out.append(text.data() + flushed, start - flushed);
+      }
+      out.append(text.data() + start, pos - start);
+      flushed = pos;
+      last_stable = pos;
+    } else if (cp < stable) {
       if (dirty) {
         out += Utf8procNormalize(text.substr(dirty_start, start - dirty_start), form);
         flushed = start;

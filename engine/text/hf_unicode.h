@@ -35,7 +35,9 @@ bool IsWordChar(char32_t cp);
 
 enum class NormalForm { kNfc, kNfkc };
 
-// `text` (valid UTF-8) in the normal form; ASCII comes back as it is.
+// `text` (valid UTF-8) in the normal form, as the Rust library normalizes
+// it: code points its older tables do not know stay as they are
+// (hf_unicode_compat.h).
 std::string Normalize(std::string_view text, NormalForm form);
 
 }  // namespace linserve

@@ -10,7 +10,7 @@ namespace linserve {
 // class membership matches the library exactly. Oniguruma's \p{..} and Rust's
 // char::is_numeric know Unicode 16, Debian 12's PCRE2 (10.42) Unicode 14 and
 // utf8proc (2.8) Unicode 15; the unicode_categories crate behind the
-// Punctuation pre-tokenizer is older than either. Measured against
+// Punctuation pre-tokenizer and the normalizer's tables are older than either. Measured against
 // @anush008/tokenizers (tokenizers 0.22.2) over every code point by
 // tests/engine/text/hf_unicode_classes.js; rerun it when a library changes.
 
@@ -26,6 +26,12 @@ bool IsPunctuationOnlyInUtf8proc(char32_t cp);
 
 // Code points Rust's char::is_numeric knows and utf8proc 2.8 does not.
 bool IsNumericOnlyInRust(char32_t cp);
+
+// Code points whose NFC/NFKC the library's normalization tables (the
+// unicode-normalization-alignments crate, Unicode 10-era) do not know, and
+// utf8proc's do: the library leaves them as they are, a starter nothing
+// composes with or reorders across.
+bool IsUnknownToLibraryNormalization(char32_t cp);
 
 }  // namespace linserve
 

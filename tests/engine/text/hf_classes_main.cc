@@ -3,6 +3,7 @@
 // \p{M}, \p{P}, \s as linserve's PCRE2 translation compiles them), one line
 // "NAME CP CP ..." of the code points in it (decimal). hf_unicode_classes.js
 // compares them with the Rust library's.
+//   hf_classes --normalize=nfc|nfkc: each stdin line, normalized, on stdout.
 
 #include <cstdint>
 #include <iostream>
@@ -26,7 +27,17 @@ void PrintClass(const char* name, const std::vector<char32_t>& code_points, Pred
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--normalize=nfc" ||
+                    std::string(argv[1]) == "--normalize=nfkc")) {
+    const linserve::NormalForm form = std::string(argv[1]) == "--normalize=nfc"
+                                          ? linserve::NormalForm::kNfc
+                                          : linserve::NormalForm::kNfkc;
+    std::ios::sync_with_stdio(false);
+    std::string line;
+    while (std::getline(std::cin, line)) std::cout << linserve::Normalize(line, form) << '\n';
+    return 0;
+  }
   std::vector<char32_t> code_points;
   for (char32_t cp = 1; cp <= 0x10FFFF; ++cp) {
     if (cp < 0xD800 || cp > 0xDFFF) code_points.push_back(cp);

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The Hugging Face tokenizer against the Rust `tokenizers` library (0.22.2,
-# through npm's @anush008/tokenizers) over >= 20,000 generated strings per
-# fixture of ../shared/data/tokenizers: every string's ids must be equal.
+# through npm's @anush008/tokenizers): first every code point's classes and
+# normalization (hf_unicode_classes.js), then >= 20,000 generated strings per
+# fixture of ../shared/data/tokenizers (hf_reference_check.js): every string's
+# ids must be equal.
 #
-#   tests/engine/text/hf_reference_check.sh HF_ENCODE [--strings N] [--seed S]
+#   tests/engine/text/hf_reference_check.sh HF_ENCODE HF_CLASSES [--strings N] [--seed S]
 #
-# HF_ENCODE is the hf_encode program (build/tests/engine/hf_encode). The npm
+# HF_ENCODE and HF_CLASSES are the hf_encode and hf_classes programs
+# (build/tests/engine/). The npm
 # package goes into build's ignored tree (LINSERVE_NPM_DIR, default
 # build/hf-reference-npm), installed once. Skips (exit 77) without the
 # fixtures, Node or the package.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 hf_encode=$1
-shift
+hf_classes=$2
+shift 2
 fixtures=${LINSERVE_SHARED_DATA_DIR:-$root/../shared/data}/tokenizers
 npm_dir=${LINSERVE_NPM_DIR:-$root/build/hf-reference-npm}
 
@@ -32,5 +36,6 @@ if [ ! -d "$npm_dir/node_modules/@anush008/tokenizers" ]; then
     exit 77
   fi
 fi
-NODE_PATH="$npm_dir/node_modules" exec node "$root/tests/engine/text/hf_reference_check.js" \
-  "$hf_encode" "$fixtures" "$@"
+export NODE_PATH="$npm_dir/node_modules"
+node "$root/tests/engine/text/hf_unicode_classes.js" "$hf_classes" "$fixtures/gpt-2/tokenizer.json"
+exec node "$root/tests/engine/text/hf_reference_check.js" "$hf_encode" "$fixtures" "$@"

@@ -1,7 +1,9 @@
 // Class membership, code point by code point, linserve (the hf_classes
 // program) against the Rust `tokenizers` library (@anush008/tokenizers): the
 // Punctuation and Digits pre-tokenizers and the regex classes \p{L}, \p{N},
-// \p{M}, \p{P}, \s. Prints the differences as ranges (the tables of
+// \p{M}, \p{P}, \s; and NFC/NFKC of each code point in four contexts (after
+// a starter and before marks, alone before a mark, after a mark, after "e").
+// Prints the differences as ranges (the tables of
 // engine/text/hf_unicode_compat.cc are made from them); exits 1 if any.
 //
 //   NODE_PATH=... node hf_unicode_classes.js HF_CLASSES GPT2_TOKENIZER_JSON
@@ -67,5 +69,26 @@ for (const [pattern, separator] of [['\\p{L}', '!'], ['\\p{N}', '!'], ['\\p{M}',
     invert: false };
   compare(pattern, members(t.Tokenizer.fromString(JSON.stringify(base)).getPreTokenizer(),
     separator));
+}
+const normalizers = { nfc: t.nfcNormalizer(), nfkc: t.nfkcNormalizer() };
+for (const form of ['nfc', 'nfkc']) {
+  const probes = [];
+  const probed = codePoints.filter((c) => c >= 0x80);
+  for (const c of probed) {
+    const x = String.fromCodePoint(c);
+    probes.push('a' + x + '\u0301\u0316', x + '\u0301', 'a\u0316' + x, 'e' + x);
+  }
+  const oursNormalized = execFileSync(hfClasses, ['--normalize=' + form],
+    { input: probes.join('\n') + '\n', maxBuffer: 1 << 30 }).toString().split('\n');
+  const differing = new Set();
+  for (let i = 0; i < probes.length; i += 50000) {
+    const chunk = probes.slice(i, i + 50000);
+    const theirs = normalizers[form].normalizeString(chunk.join('\n')).split('\n');
+    for (let k = 0; k < chunk.length; ++k) {
+      if (theirs[k] !== oursNormalized[i + k]) differing.add(probed[Math.floor((i + k) / 4)]);
+    }
+  }
+  if (differing.size) differ = true;
+  console.log(`${form}: ${differing.size} code points normalize differently ${ranges([...differing])}`);
 }
 process.exit(differ ? 1 : 0);
