@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/text/byte_trie.h"
+#include "engine/text/hf_tokenizer.h"
 #include "engine/base/status_macros.h"
 #include "engine/text/world_vocabulary.h"
 

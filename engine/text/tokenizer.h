@@ -11,9 +11,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/base/model_config.h"
-#include "engine/text/hf_tokenizer.h"
 
 namespace linserve {
+
+class HfTokenizer;  // engine/text/hf_tokenizer.h
 
 // Text to token ids and back, for three kinds of vocabulary:
 //  - "byte": ids 0..255 are the bytes themselves; BOS, EOS and any other id
