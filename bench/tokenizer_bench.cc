@@ -9,6 +9,9 @@
 //   linserve-tokenizer-bench [--corpus=../shared/data/tinyshakespeare.txt] [--megabytes=10]
 //       [--hf_fixtures=../shared/data/tokenizers]
 //       [--hf_reference_node_path=build/hf-reference-npm/node_modules]
+//       [--hf_large_tokenizer=build/hf-large/tokenizer.json]
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +40,9 @@ ABSL_FLAG(std::string, hf_fixtures, "../shared/data/tokenizers",
 ABSL_FLAG(std::string, hf_reference_node_path, "build/hf-reference-npm/node_modules",
           "node_modules holding @anush008/tokenizers (tests/engine/text/hf_reference_check.sh "
           "installs it there); empty or absent: no library figures");
+ABSL_FLAG(std::string, hf_large_tokenizer, "build/hf-large/tokenizer.json",
+          "a tokenizer.json of Qwen3.5's size (bench/make_large_hf_tokenizer.py writes one): "
+          "its load time and memory; absent: skipped");
 ABSL_FLAG(std::string, hf_reference_script, "bench/hf_reference_encode.js",
           "the script that times the library");
 
@@ -217,6 +223,45 @@ void RunHuggingFace(int repeats) {
   absl::PrintF("Gate: wall-clock ratio >= 5x the library's single-threaded speed.\n");
 }
 
+// Resident memory of this process, bytes (/proc/self/statm).
+double ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages_total = 0, pages_resident = 0;
+  statm >> pages_total >> pages_resident;
+  return pages_resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// Load time and the memory a loaded tokenizer keeps, for a vocabulary of
+// Qwen3.5's size.
+void RunLargeVocabulary(int repeats) {
+  const std::string path = absl::GetFlag(FLAGS_hf_large_tokenizer);
+  if (path.empty() || !std::ifstream(path)) {
+    absl::PrintF("Large vocabulary: no %s (bench/make_large_hf_tokenizer.py), skipped\n", path);
+    return;
+  }
+  std::vector<double> load_ms;
+  double kept_bytes = 0;
+  size_t ids = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const double before = ResidentBytes();
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::shared_ptr<const HfTokenizer>> loaded =
+        HfTokenizer::FromFile(path, HfTokenizerOptions());
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    if (!loaded.ok()) {
+      absl::PrintF("%s: %s\n", path, std::string(loaded.status().message()));
+      return;
+    }
+    load_ms.push_back(ms.count());
+    if (r == 0) kept_bytes = ResidentBytes() - before;  // later loads reuse freed pages
+    ids = static_cast<size_t>((*loaded)->id_end());
+  }
+  absl::PrintF(
+      "Large vocabulary (%zu ids, %s): load %.0f ms (median of %d), resident memory kept "
+      "%.0f MB\n",
+      ids, path, Median(load_ms), repeats, kept_bytes / 1e6);
+}
+
 int Run() {
   const std::string path = absl::GetFlag(FLAGS_corpus);
   std::ifstream file(path, std::ios::binary);
@@ -266,6 +311,7 @@ int Run() {
   absl::PrintF("World vocabulary load (parse + trie): %.1f ms (median of %d)\n", Median(load_ms),
                repeats);
   RunHuggingFace(repeats);
+  RunLargeVocabulary(repeats);
   return 0;
 }
 

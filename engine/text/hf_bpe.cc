@@ -1,5 +1,6 @@
 #include "engine/text/hf_bpe.h"
 
+#include <algorithm>
 #include <queue>
 #include <utility>
 
@@ -26,7 +27,8 @@ absl::StatusOr<std::string> OptionalString(const nlohmann::json& object, std::st
 
 absl::StatusOr<std::unique_ptr<HfBpe>> HfBpe::Load(const nlohmann::json& json,
                                                    const HfJsonPlace& place,
-                                                   size_t cache_capacity) {
+                                                   size_t cache_capacity,
+                                                   HfModelTables* tables) {
   if (!json.is_object()) return HfLoadError(place, "missing or not an object");
   const auto type = json.find("type");
   if (type != json.end() && !(type->is_string() && type->get<std::string>() == "BPE")) {
@@ -53,26 +55,65 @@ absl::StatusOr<std::unique_ptr<HfBpe>> HfBpe::Load(const nlohmann::json& json,
   LINSERVE_ASSIGN_OR_RETURN(bpe->ignore_merges_, OptionalBool(json, "ignore_merges", false, place));
   LINSERVE_ASSIGN_OR_RETURN(bpe->fuse_unk_, OptionalBool(json, "fuse_unk", false, place));
 
-  const auto vocab = json.find("vocab");
+  // The tables, read while parsing where ParseHfJson had `tables`, else here.
+  HfModelTables own_tables;
+  HfModelTables& t = tables != nullptr ? *tables : own_tables;
   const HfJsonPlace vocab_place = place.Child("vocab");
-  if (vocab == json.end() || !vocab->is_object()) return HfLoadError(vocab_place, "not an object");
-  bpe->vocab_.reserve(vocab->size());
-  for (const auto& [token, id_json] : vocab->items()) {
-    const HfJsonPlace at = vocab_place.Child(token);
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() >= (int64_t{1} << 31)) {
-      return HfLoadError(at, "the id is not an integer in [0, 2^31)");
+  const HfJsonPlace merges_place = place.Child("merges");
+  if (!t.has_vocab) {
+    const auto vocab = json.find("vocab");
+    if (vocab == json.end() || !vocab->is_object()) {
+      return HfLoadError(vocab_place, "not an object");
     }
-    const auto id = static_cast<uint32_t>(id_json.get<int64_t>());
+    for (const auto& [token, id] : vocab->items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        return HfLoadError(vocab_place.Child(token), "the id is not an integer in [0, 2^31)");
+      }
+      t.vocab.emplace_back(token, id.get<int64_t>());
+    }
+  }
+  if (!t.has_merges) {
+    LINSERVE_ASSIGN_OR_RETURN(const nlohmann::json* merges, RequiredArray(json, "merges", place));
+    for (size_t rank = 0; rank < merges->size(); ++rank) {
+      const nlohmann::json& merge = (*merges)[rank];
+      if (merge.is_string()) {
+        // The older form, "a b": the first space separates the two tokens.
+        const std::string text = merge.get<std::string>();
+        const size_t space = text.find(' ');
+        if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+          return HfLoadError(merges_place.Child(rank),
+                             "a merge string must be two tokens separated by one space");
+        }
+        t.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                 merge[1].is_string()) {
+        t.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+      } else {
+        return HfLoadError(merges_place.Child(rank), "a merge must be \"a b\" or [\"a\", \"b\"]");
+      }
+    }
+  }
+
+  bpe->vocab_.reserve(t.vocab.size());
+  bpe->tokens_.reserve(t.vocab.size());
+  for (auto& [token, id64] : t.vocab) {
+    // The place is spelled out only for an error: 248,000 of them cost.
+    if (id64 >= (int64_t{1} << 31)) {
+      return HfLoadError(vocab_place.Child(token), "the id is not an integer in [0, 2^31)");
+    }
+    const auto id = static_cast<uint32_t>(id64);
+    if (token.empty()) return HfLoadError(vocab_place.Child(token), "empty token");
     if (id >= bpe->tokens_.size()) bpe->tokens_.resize(id + 1);
     if (!bpe->tokens_[id].empty()) {
-      return HfLoadError(at, absl::StrCat("duplicate id ", id, " (also \"",
-                                          bpe->tokens_[id], "\")"));
+      return HfLoadError(vocab_place.Child(token),
+                         absl::StrCat("duplicate id ", id, " (also \"", bpe->tokens_[id], "\")"));
     }
-    if (token.empty()) return HfLoadError(at, "empty token");
-    bpe->tokens_[id] = token;
-    bpe->vocab_.emplace(token, id);
+    if (!bpe->vocab_.emplace(token, id).second) {
+      return HfLoadError(vocab_place.Child(token), "the token appears twice");
+    }
+    bpe->tokens_[id] = std::move(token);
   }
+  t.vocab.clear();
 
   LINSERVE_ASSIGN_OR_RETURN(const std::string unk, OptionalString(json, "unk_token", place));
   if (!unk.empty()) {
@@ -83,47 +124,30 @@ absl::StatusOr<std::unique_ptr<HfBpe>> HfBpe::Load(const nlohmann::json& json,
     }
   }
 
-  LINSERVE_ASSIGN_OR_RETURN(const nlohmann::json* merges, RequiredArray(json, "merges", place));
-  const HfJsonPlace merges_place = place.Child("merges");
-  bpe->merges_.reserve(merges->size());
+  bpe->merges_.reserve(t.merges.size());
   const size_t prefix_len = bpe->continuing_subword_prefix_.size();
-  for (size_t rank = 0; rank < merges->size(); ++rank) {
-    const nlohmann::json& merge = (*merges)[rank];
-    const HfJsonPlace at = merges_place.Child(rank);
-    std::string left, right;
-    if (merge.is_string()) {
-      // The older form, "a b": the first space separates the two tokens.
-      const std::string text = merge.get<std::string>();
-      const size_t space = text.find(' ');
-      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return HfLoadError(at, "a merge string must be two tokens separated by one space");
-      }
-      left = text.substr(0, space);
-      right = text.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {
-      left = merge[0].get<std::string>();
-      right = merge[1].get<std::string>();
-    } else {
-      return HfLoadError(at, "a merge must be \"a b\" or [\"a\", \"b\"]");
-    }
+  std::string merged;
+  for (size_t rank = 0; rank < t.merges.size(); ++rank) {
+    const auto& [left, right] = t.merges[rank];
     const int64_t left_id = bpe->IdOf(left);
     const int64_t right_id = bpe->IdOf(right);
     if (left_id < 0 || right_id < 0) {
-      return HfLoadError(at, absl::StrCat("the merge names \"", left_id < 0 ? left : right,
-                                          "\", which is not in the vocab"));
+      return HfLoadError(merges_place.Child(rank),
+                         absl::StrCat("the merge names \"", left_id < 0 ? left : right,
+                                      "\", which is not in the vocab"));
     }
-    const std::string merged =
-        left + (right.size() >= prefix_len ? right.substr(prefix_len) : right);
+    merged = left;
+    merged.append(right, std::min(prefix_len, right.size()), std::string::npos);
     const int64_t new_id = bpe->IdOf(merged);
     if (new_id < 0) {
-      return HfLoadError(at, absl::StrCat("the merge makes \"", merged,
-                                          "\", which is not in the vocab"));
+      return HfLoadError(merges_place.Child(rank), absl::StrCat("the merge makes \"", merged,
+                                                                "\", which is not in the vocab"));
     }
     // A later duplicate overwrites an earlier one, as the library's map does.
     bpe->merges_[PairKey(left_id, right_id)] = {static_cast<uint32_t>(rank),
                                                 static_cast<uint32_t>(new_id)};
   }
+  t.merges.clear();
   return bpe;
 }
 

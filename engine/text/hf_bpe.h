@@ -24,10 +24,13 @@ class HfBpe {
  public:
   // `json` is the "model" value. Refuses other model types, byte_fallback,
   // dropout, an unknown unk_token, a merge naming a token not in the vocab
-  // (or whose result is not in it) and an id used twice.
+  // (or whose result is not in it) and an id used twice. `tables`: the vocab
+  // and merges ParseHfJson read aside (consumed); null or empty ones are read
+  // from `json`.
   static absl::StatusOr<std::unique_ptr<HfBpe>> Load(const nlohmann::json& json,
                                                      const HfJsonPlace& place,
-                                                     size_t cache_capacity);
+                                                     size_t cache_capacity,
+                                                     HfModelTables* tables = nullptr);
 
   // Appends the ids of `piece` (in the vocabulary's characters).
   void Encode(std::string_view piece, std::vector<int64_t>* ids) const;

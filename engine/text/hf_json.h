@@ -1,8 +1,11 @@
 #ifndef LINSERVE_ENGINE_TEXT_HF_JSON_H_
 #define LINSERVE_ENGINE_TEXT_HF_JSON_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,10 +31,23 @@ struct HfJsonPlace {
 // InvalidArgument "<file>: <path>: <reason>", the form of every load error.
 absl::Status HfLoadError(const HfJsonPlace& place, absl::string_view reason);
 
+// The BPE model's two big tables ("/model/vocab", "/model/merges"), read
+// while parsing instead of being built as JSON: a 248,000-key object in
+// nlohmann's std::map cost most of a large tokenizer's load.
+struct HfModelTables {
+  bool has_vocab = false;   // "/model/vocab" was an object, read into `vocab`
+  bool has_merges = false;  // "/model/merges" was an array, read into `merges`
+  std::vector<std::pair<std::string, int64_t>> vocab;        // in file order
+  std::vector<std::pair<std::string, std::string>> merges;  // "a b" or ["a", "b"]
+};
+
 // Parses `text`, refusing nesting deeper than `max_depth` arrays/objects and
-// malformed or truncated text (with the byte offset nlohmann reports).
+// malformed or truncated text (with the byte offset nlohmann reports). With
+// `tables`, the model's vocab and merges go there, and the JSON keeps them
+// as an empty object and array; a vocab id that is not a non-negative integer
+// or a malformed merge is refused with its path.
 absl::StatusOr<nlohmann::json> ParseHfJson(std::string_view text, std::string_view file,
-                                           int max_depth);
+                                           int max_depth, HfModelTables* tables = nullptr);
 
 // Typed field access that names the place on failure. `Required*` fail when the
 // key is absent; `Optional*` return `fallback` when it is absent or null.

@@ -22,8 +22,9 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromFile(
 
 absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(
     std::string_view json_text, std::string_view file, const HfTokenizerOptions& options) {
+  HfModelTables tables;
   LINSERVE_ASSIGN_OR_RETURN(const nlohmann::json json,
-                            ParseHfJson(json_text, file, options.max_json_depth));
+                            ParseHfJson(json_text, file, options.max_json_depth, &tables));
   const HfJsonPlace root{std::string(file), ""};
   if (!json.is_object()) return HfLoadError(root, "not a JSON object");
   const auto field = [&json](std::string_view key) -> const nlohmann::json& {
@@ -40,7 +41,7 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(
       HfPreTokenizer::Load(field("pre_tokenizer"), root.Child("pre_tokenizer"), options.regex));
   LINSERVE_ASSIGN_OR_RETURN(tokenizer->bpe_,
                             HfBpe::Load(field("model"), root.Child("model"),
-                                        options.cache_capacity));
+                                        options.cache_capacity, &tables));
   LINSERVE_ASSIGN_OR_RETURN(
       tokenizer->added_,
       HfAddedTokens::Load(field("added_tokens"), root.Child("added_tokens"),

@@ -234,6 +234,32 @@ TEST_F(HfBadFileTest, DuplicateId) {
       << message;
 }
 
+// The vocab and merges are read while parsing (HfModelTables): their errors
+// still name the entry.
+TEST_F(HfBadFileTest, MalformedVocabOrMergeEntry) {
+  nlohmann::json json = Fixture("gpt-2");
+  json["model"]["vocab"]["the"] = "not a number";
+  std::string message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/vocab/the: the id is not an integer"), std::string::npos)
+      << message;
+
+  json = Fixture("gpt-2");
+  json["model"]["merges"][5] = 42;
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/merges/5: a merge must be"), std::string::npos) << message;
+
+  json = Fixture("qwen35-style");
+  json["model"]["merges"][3] = {"a", "b", "c"};
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/merges/3: a merge must be"), std::string::npos) << message;
+
+  json = Fixture("gpt-2");
+  json["model"]["merges"][2] = "a b c";
+  message = Refusal(json.dump());
+  EXPECT_NE(message.find("/model/merges/2: a merge string must be two tokens"), std::string::npos)
+      << message;
+}
+
 TEST_F(HfBadFileTest, RegexPcre2CannotCompile) {
   nlohmann::json json = Fixture("qwen35-style");
   json["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{L}+";
