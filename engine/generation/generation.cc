@@ -29,7 +29,7 @@ Generation::Generation(const Tokenizer& tokenizer, SamplingParams params,
       max_new_tokens_(params.max_new_tokens),
       ignore_eos_(params.ignore_eos),
       sampler_(params),
-      text_(tokenizer, params.stop),
+      text_(tokenizer, params.stop, params.skip_special_tokens),
       history_(std::move(prompt)) {}
 
 Generation::Step Generation::Next(absl::Span<const float> logits) {

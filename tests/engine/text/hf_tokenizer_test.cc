@@ -15,6 +15,7 @@
 #include "engine/text/hf_model_files.h"
 #include "engine/text/hf_normalizer.h"
 #include "engine/text/hf_unicode.h"
+#include "engine/text/text_output.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8_assembler.h"
 #include "gtest/gtest.h"
@@ -402,6 +403,26 @@ TEST_F(HfModelDirectoryTest, BosFromThePostProcessorAndTokenizerConfig) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_FALSE(tokenizer->add_bos());
   EXPECT_EQ(tokenizer->Encode("Hello world", true), (std::vector<int64_t>{17464, 1843}));
+}
+
+// A stream's text: special added tokens hidden by default and shown with
+// skip_special_tokens false, <think> always shown, EOS never.
+TEST_F(HfModelDirectoryTest, StreamTextHonoursSkipSpecialTokens) {
+  const std::string dir =
+      MakeDirectory("qwen35-style", {{"tokenizer_config.json", R"({"eos_token": "<|im_end|>"})"}});
+  absl::StatusOr<Tokenizer> tokenizer = LoadHfTokenizerDirectory(dir, 3328, {});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<int64_t> ids =
+      tokenizer->Encode("<|im_start|>assistant\n<think>ok</think>Hi<|im_end|>", false);
+  for (const bool skip : {true, false}) {
+    TextOutput output(*tokenizer, {}, skip);
+    std::string text;
+    for (int64_t id : ids) text += output.PushToken(id).text;
+    text += output.Finish();
+    EXPECT_EQ(text, skip ? "assistant\n<think>ok</think>Hi"
+                         : "<|im_start|>assistant\n<think>ok</think>Hi")
+        << "skip_special_tokens " << skip;
+  }
 }
 
 // A token id past the model's embedding rows is refused by name.
