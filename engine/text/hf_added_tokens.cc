@@ -46,13 +46,15 @@ size_t LeadingSpaceLength(std::string_view text) {
 
 }  // namespace
 
-absl::StatusOr<HfAddedTokens> HfAddedTokens::Load(const nlohmann::json& json,
-                                                  const HfJsonPlace& place,
-                                                  const HfNormalizer& normalizer) {
+absl::StatusOr<HfAddedTokens> HfAddedTokens::Load(
+    const nlohmann::json& json, const HfJsonPlace& place, const HfNormalizer& normalizer,
+    absl::FunctionRef<int64_t(std::string_view)> model_id_of, int64_t model_vocab_size) {
   HfAddedTokens added;
   if (json.is_null()) return added;
   if (!json.is_array()) return HfLoadError(place, "not an array");
   absl::flat_hash_set<int64_t> ids;
+  absl::flat_hash_set<std::string> contents;
+  int64_t max_assigned = -1;  // the highest id given so far
   for (size_t i = 0; i < json.size(); ++i) {
     const nlohmann::json& entry = json[i];
     const HfJsonPlace at = place.Child(i);
@@ -69,6 +71,17 @@ absl::StatusOr<HfAddedTokens> HfAddedTokens::Load(const nlohmann::json& json,
     }
     LINSERVE_ASSIGN_OR_RETURN(token.content, RequiredString(entry, "content", at));
     if (token.content.empty()) return HfLoadError(at.Child("content"), "empty");
+    if (!contents.insert(token.content).second) continue;
+    // The library's AddedVocabulary::add_tokens.
+    const int64_t model_id = model_id_of(token.content);
+    if (model_id >= 0) {
+      token.id = model_id;
+    } else if (max_assigned < 0) {
+      token.id = model_vocab_size;
+    } else {
+      token.id = max_assigned >= model_vocab_size ? max_assigned + 1 : model_vocab_size;
+    }
+    max_assigned = std::max(max_assigned, token.id);
     LINSERVE_ASSIGN_OR_RETURN(token.special, OptionalBool(entry, "special", false, at));
     LINSERVE_ASSIGN_OR_RETURN(token.normalized,
                               OptionalBool(entry, "normalized", !token.special, at));
@@ -134,9 +147,10 @@ void HfAddedTokens::SplitWith(const Matcher& matcher, std::string_view text,
     if (start_offset < begin) {
       out->push_back({std::string(text.substr(start_offset, begin - start_offset)), -1});
     }
+    // As the library: the search goes on from the match's own end, so a token
+    // may start inside what an rstrip swallowed; it is kept all the same.
     out->push_back({std::string(), token.id});
     start_offset = end;
-    pos = std::max(pos, end);
   }
   if (start_offset < text.size()) {
     out->push_back({std::string(text.substr(start_offset)), -1});

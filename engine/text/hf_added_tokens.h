@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "engine/text/byte_trie.h"
 #include "engine/text/hf_json.h"
@@ -37,8 +38,15 @@ struct HfSegment {
 // after normalizing it, the normalized ones; leftmost, longest first.
 class HfAddedTokens {
  public:
-  static absl::StatusOr<HfAddedTokens> Load(const nlohmann::json& json, const HfJsonPlace& place,
-                                            const HfNormalizer& normalizer);
+  // Ids are assigned as the library assigns them, whatever the file's "id"
+  // says (the library only warns): a token whose content is in the model's
+  // vocabulary takes the model's id (`model_id_of`, -1 if none); the others
+  // take the next id from `model_vocab_size` (the number of vocabulary
+  // entries) on; a second token with the same content is dropped. Files the
+  // library saved carry exactly these ids.
+  static absl::StatusOr<HfAddedTokens> Load(
+      const nlohmann::json& json, const HfJsonPlace& place, const HfNormalizer& normalizer,
+      absl::FunctionRef<int64_t(std::string_view)> model_id_of, int64_t model_vocab_size);
 
   // Splits `text` (valid UTF-8) into segments, normalizing the text between
   // tokens. With `recognize` false no token is matched: the whole text is

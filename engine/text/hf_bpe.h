@@ -41,6 +41,8 @@ class HfBpe {
   int64_t IdOf(std::string_view token) const;
   // One past the highest id of the vocabulary.
   int64_t id_end() const { return static_cast<int64_t>(tokens_.size()); }
+  // The number of tokens in the vocabulary (the library's get_vocab_size).
+  int64_t vocab_entries() const { return static_cast<int64_t>(vocab_.size()); }
 
  private:
   struct Merge {

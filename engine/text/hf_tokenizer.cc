@@ -45,7 +45,11 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(
   LINSERVE_ASSIGN_OR_RETURN(
       tokenizer->added_,
       HfAddedTokens::Load(field("added_tokens"), root.Child("added_tokens"),
-                          tokenizer->normalizer_));
+                          tokenizer->normalizer_,
+                          [&tokenizer](std::string_view content) {
+                            return tokenizer->bpe_->IdOf(content);
+                          },
+                          tokenizer->bpe_->vocab_entries()));
   LINSERVE_RETURN_IF_ERROR(HfDecoder::Check(field("decoder"), root.Child("decoder")));
   LINSERVE_ASSIGN_OR_RETURN(
       tokenizer->post_processor_,

@@ -130,9 +130,16 @@ bool IsWhitespace(char32_t cp) {
 }
 
 bool IsWordChar(char32_t cp) {
-  if (cp == '_') return true;
+  if (cp == '_' || cp == 0x200C || cp == 0x200D) return true;
+  // Symbols with the Other_Alphabetic property: circled, parenthesized and
+  // squared Latin letters.
+  if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+      (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189)) {
+    return true;
+  }
   const utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_NO);
+  return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND ||
+         c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_PC || IsWordOnlyInUnicode16(cp);
 }
 
 namespace {

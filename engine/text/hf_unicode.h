@@ -29,8 +29,9 @@ bool IsNumeric(char32_t cp);
 bool IsPunctuation(char32_t cp);
 // Rust's char::is_whitespace (the White_Space property).
 bool IsWhitespace(char32_t cp);
-// Rust's char::is_alphanumeric, approximated by general categories L*, M* and
-// N* (utf8proc has no Alphabetic property): what `single_word` calls a word.
+// The Rust regex crate's \w (Alphabetic, M*, Nd, Pc, Join_Control), which
+// `single_word` tests: Alphabetic as L*, Nl and the Other_Alphabetic symbols
+// (utf8proc has no Alphabetic property; the rest of Other_Alphabetic is M*).
 bool IsWordChar(char32_t cp);
 
 enum class NormalForm { kNfc, kNfkc };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace linserve {
 
@@ -98,6 +100,48 @@ bool IsPunctuationOnlyInLibrary(char32_t cp) { return InRanges(kPunctuationOnlyI
 bool IsPunctuationOnlyInUtf8proc(char32_t cp) { return InRanges(kPunctuationOnlyInUtf8proc, cp); }
 
 bool IsNumericOnlyInRust(char32_t cp) { return InRanges(kNumericOnlyInRust, cp); }
+
+namespace {
+
+// The ranges of a class body written by OnigExtraClassBody ("\\x{A}-\\x{B}\\x{C}").
+std::vector<CodePointRange> ParseClassBody(std::string_view body) {
+  std::vector<CodePointRange> ranges;
+  const auto next = [&body](size_t* pos) {
+    const size_t open = body.find('{', *pos);
+    const size_t close = body.find('}', open);
+    *pos = close + 1;
+    return static_cast<char32_t>(
+        std::stoul(std::string(body.substr(open + 1, close - open - 1)), nullptr, 16));
+  };
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const char32_t first = next(&pos);
+    char32_t last = first;
+    if (pos < body.size() && body[pos] == '-') last = next(&pos);
+    ranges.push_back({first, last});
+  }
+  return ranges;
+}
+
+}  // namespace
+
+bool IsWordOnlyInUnicode16(char32_t cp) {
+  static const std::vector<CodePointRange>* const ranges = [] {
+    auto* all = new std::vector<CodePointRange>();
+    for (const char* property : {"L", "M", "N"}) {
+      for (const CodePointRange& r : ParseClassBody(OnigExtraClassBody(property))) {
+        // Kaktovik numerals are No, which \\w leaves out.
+        if (r.first != 0x1D2C0) all->push_back(r);
+      }
+    }
+    std::sort(all->begin(), all->end(),
+              [](const CodePointRange& a, const CodePointRange& b) { return a.first < b.first; });
+    return all;
+  }();
+  const auto it = std::upper_bound(ranges->begin(), ranges->end(), cp,
+                                   [](char32_t c, const CodePointRange& r) { return c < r.first; });
+  return it != ranges->begin() && cp <= std::prev(it)->last;
+}
 
 bool IsUnknownToLibraryNormalization(char32_t cp) {
   return InRanges(kNormalizationUnknownToLibrary, cp);

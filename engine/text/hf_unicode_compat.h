@@ -27,6 +27,10 @@ bool IsPunctuationOnlyInUtf8proc(char32_t cp);
 // Code points Rust's char::is_numeric knows and utf8proc 2.8 does not.
 bool IsNumericOnlyInRust(char32_t cp);
 
+// Letters, marks and digits of Unicode 15-16 that utf8proc 2.8 may not know
+// and the Rust regex crate's \w (single_word) does.
+bool IsWordOnlyInUnicode16(char32_t cp);
+
 // Code points whose NFC/NFKC the library's normalization tables (the
 // unicode-normalization-alignments crate, Unicode 10-era) do not know, and
 // utf8proc's do: the library leaves them as they are, a starter nothing

@@ -5,8 +5,9 @@
 //   node hf_reference_check.js HF_ENCODE FIXTURES_DIR [--strings N] [--seed S]
 //
 // Needs @anush008/tokenizers resolvable (NODE_PATH; hf_reference_check.sh
-// installs it). Prints one line per fixture; on a mismatch, the smallest
-// failing input it can find by deleting characters, and exits 1.
+// installs it). Also variants of the qwen35-style file for the components no
+// fixture uses (see variants()). Prints one line per fixture; on a mismatch,
+// the smallest failing input it can find by deleting characters, and exits 1.
 'use strict';
 
 const { execFileSync } = require('child_process');
@@ -38,7 +39,7 @@ function rng(s) {
   };
 }
 
-function corpus(random, addedTokens) {
+function corpus(random, addedTokens, count) {
   const int = (n) => Math.floor(random() * n);
   const pick = (list) => list[int(list.length)];
   const range = (lo, hi) => String.fromCodePoint(lo + int(hi - lo + 1));
@@ -114,7 +115,7 @@ function corpus(random, addedTokens) {
   const makers = [randomUnicode, accented, emoji, whitespace, digits, code, fragment,
     () => pick(words)];
   const strings = [];
-  for (let i = 0; i < stringsPerFixture; ++i) {
+  for (let i = 0; i < count; ++i) {
     let s = '';
     for (let n = 1 + int(6); n > 0; --n) {
       s += pick(makers)();
@@ -170,15 +171,69 @@ async function shrink(tokenizer, tokenizerJson, text, workDir) {
   return chars.join('');
 }
 
+// Variants of the qwen35-style file for what no fixture has: every Split
+// behavior and invert, Digits and Punctuation forms, ByteLevel with its regex
+// and prefix space, NFKC, and added tokens with lstrip, rstrip, single_word
+// and normalized. Each is checked like a fixture, on fewer strings.
+function variants() {
+  const base = () => JSON.parse(fs.readFileSync(path.join(fixturesDir, 'qwen35-style',
+    'tokenizer.json'), 'utf8'));
+  const split = (behavior, invert, pattern) => (t) => {
+    t.pre_tokenizer.pretokenizers[0] = { type: 'Split', pattern, behavior, invert };
+  };
+  const list = [];
+  for (const behavior of ['Removed', 'MergedWithPrevious', 'MergedWithNext', 'Contiguous']) {
+    list.push([`split-${behavior}`, split(behavior, false, { Regex: '\\s+|\\p{P}' })]);
+    list.push([`split-${behavior}-invert`, split(behavior, true, { Regex: '\\p{L}+' })]);
+  }
+  list.push(['split-string', split('Isolated', false, { String: '. ' })]);
+  list.push(['digits-punctuation', (t) => {
+    t.pre_tokenizer.pretokenizers.splice(0, 1, { type: 'Digits', individual_digits: false },
+      { type: 'Punctuation', behavior: 'MergedWithNext' },
+      { type: 'Digits', individual_digits: true });
+  }]);
+  list.push(['bytelevel-regex-prefix', (t) => {
+    t.pre_tokenizer = { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true,
+      use_regex: true };
+    t.normalizer = { type: 'Sequence', normalizers: [{ type: 'NFKC' }, { type: 'NFC' }] };
+  }]);
+  list.push(['added-token-flags', (t) => {
+    const flags = [[true, false, false, false], [false, true, false, true],
+      [true, true, true, false], [false, false, true, true]];
+    t.added_tokens.forEach((token, i) => {
+      const [lstrip, rstrip, singleWord, normalized] = flags[i % flags.length];
+      Object.assign(token, { lstrip, rstrip, single_word: singleWord, normalized });
+    });
+    let id = Math.max(...t.added_tokens.map((a) => a.id)) + 1;
+    for (const [content, singleWord, normalized] of [['hello', true, true], ['ｶﾀ', false, true],
+      ['é', false, true], ['world', true, false], [' x', false, false]]) {
+      t.added_tokens.push({ id: id++, content, single_word: singleWord, lstrip: false,
+        rstrip: false, normalized, special: false });
+    }
+    t.normalizer = { type: 'NFKC' };
+  }]);
+  return list.map(([name, edit]) => {
+    const t = base();
+    edit(t);
+    return [name, t];
+  });
+}
+
 (async () => {
   const workDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'hf-reference-'));
   let failed = false;
-  for (const [index, fixture] of fixtures.entries()) {
-    const tokenizerJson = path.join(fixturesDir, fixture, 'tokenizer.json');
+  const cases = fixtures.map((f) => [f, path.join(fixturesDir, f, 'tokenizer.json'),
+    stringsPerFixture]);
+  for (const [name, json] of variants()) {
+    const file = path.join(workDir, `${name}.json`);
+    fs.writeFileSync(file, JSON.stringify(json));
+    cases.push([`qwen35-style/${name}`, file, Math.ceil(stringsPerFixture / 4)]);
+  }
+  for (const [index, [fixture, tokenizerJson, count]] of cases.entries()) {
     const tokenizer = Tokenizer.fromFile(tokenizerJson);
     const added = JSON.parse(fs.readFileSync(tokenizerJson, 'utf8')).added_tokens
       .map((t) => t.content);
-    const strings = corpus(rng(seed + index), added);
+    const strings = corpus(rng(seed + index), added, count);
     const started = Date.now();
     const a = ours(tokenizerJson, strings, workDir);
     const b = await theirs(tokenizer, strings);
