@@ -1,13 +1,15 @@
 // hf_encode TOKENIZER_JSON < strings.jsonl: for each input line (a JSON
 // string), one output line of the ids linserve's HfTokenizer gives it
-// (add_special_tokens false), separated by spaces; "ERROR <message>" if the
-// encode fails. The reference check (hf_reference_check.js) compares these
-// with the Rust library's.
+// (add_special_tokens false), separated by spaces, then a tab and the JSON
+// string their decode gives (special tokens kept, invalid UTF-8 as U+FFFD);
+// "ERROR <message>" if the encode fails. The reference check
+// (hf_reference_check.js) compares both with the Rust library's.
 
 #include <iostream>
 #include <string>
 
 #include "engine/text/hf_tokenizer.h"
+#include "engine/text/hf_unicode.h"
 #include "nlohmann/json.hpp"
 
 int main(int argc, char** argv) {
@@ -40,6 +42,11 @@ int main(int argc, char** argv) {
         if (i > 0) out += ' ';
         out += std::to_string((*ids)[i]);
       }
+      std::string decoded = (*tokenizer)->Decode(*ids, /*skip_special=*/false);
+      std::string valid;
+      if (!linserve::MakeValidUtf8(decoded, &valid)) decoded = std::move(valid);
+      out += '\t';
+      out += nlohmann::json(decoded).dump();
     }
     out += '\n';
     std::cout << out;

@@ -136,13 +136,16 @@ function ours(tokenizerJson, strings, workDir) {
   return strings.map((_, i) => lines[i]);
 }
 
+// "ids<TAB>decode" per string, as hf_encode prints them.
 async function theirs(tokenizer, strings) {
   const result = [];
   const batch = 1000;
   for (let i = 0; i < strings.length; i += batch) {
     const encodings = await tokenizer.encodeBatch(strings.slice(i, i + batch),
       { addSpecialTokens: false });
-    for (const e of encodings) result.push(Array.from(e.getIds()).join(' '));
+    const ids = encodings.map((e) => Array.from(e.getIds()));
+    const texts = await tokenizer.decodeBatch(ids, false);
+    ids.forEach((list, k) => result.push(`${list.join(' ')}\t${JSON.stringify(texts[k])}`));
   }
   return result;
 }
@@ -187,6 +190,7 @@ function variants() {
     list.push([`split-${behavior}-invert`, split(behavior, true, { Regex: '\\p{L}+' })]);
   }
   list.push(['split-string', split('Isolated', false, { String: '. ' })]);
+  list.push(['ignore-merges', (t) => { t.model.ignore_merges = true; }]);
   list.push(['digits-punctuation', (t) => {
     t.pre_tokenizer.pretokenizers.splice(0, 1, { type: 'Digits', individual_digits: false },
       { type: 'Punctuation', behavior: 'MergedWithNext' },
@@ -240,7 +244,7 @@ function variants() {
     const mismatches = strings.map((_, i) => i).filter((i) => a[i] !== b[i]);
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     if (mismatches.length === 0) {
-      console.log(`${fixture}: ${strings.length} strings, all ids equal (${seconds} s)`);
+      console.log(`${fixture}: ${strings.length} strings, all ids and decodes equal (${seconds} s)`);
       continue;
     }
     failed = true;
