@@ -42,6 +42,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32 libabsl20220623 \
       libssl3 libhiredis0.14 libprometheus-cpp-core1.0 libcpp-httplib0.11 \
+      libpcre2-8-0 libutf8proc2 \
  && rm -rf /var/lib/apt/lists/*
 # LibTorch links libblas.so.3: make OpenBLAS back it, not the ~20x slower
 # reference BLAS that apt may also have installed.

@@ -25,12 +25,11 @@ const char* FinishReasonName(FinishReason reason) {
 Generation::Generation(const Tokenizer& tokenizer, SamplingParams params,
                        std::vector<int64_t> prompt)
     : tokenizer_(tokenizer),
-      eos_id_(tokenizer.eos_id()),
       never_sampled_(tokenizer.never_sampled()),
       max_new_tokens_(params.max_new_tokens),
       ignore_eos_(params.ignore_eos),
       sampler_(params),
-      text_(tokenizer, params.stop),
+      text_(tokenizer, params.stop, params.skip_special_tokens),
       history_(std::move(prompt)) {}
 
 Generation::Step Generation::Next(absl::Span<const float> logits) {
@@ -58,7 +57,7 @@ void Generation::MaskByGrammar(absl::Span<float> logits) {
 }
 
 void Generation::AdvanceGrammar(int64_t token, Step& step) {
-  if (token == eos_id_) return;
+  if (tokenizer_.IsEos(token)) return;
   GrammarMatcher& matcher = grammar_->matcher();
   if (!matcher.AdvanceAll(grammar_state_, tokenizer_.TokenBytes(token)) ||
       !GrammarMatcher::CanContinue(grammar_state_)) {
@@ -94,7 +93,7 @@ Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
   step.text = std::move(piece.text);
   if (piece.stopped) {
     step.finish = FinishReason::kStop;
-  } else if (eos_id_ >= 0 && step.token == eos_id_ && !ignore_eos_) {
+  } else if (tokenizer_.IsEos(step.token) && !ignore_eos_) {
     step.finish = FinishReason::kEos;
   } else if (generated_ >= max_new_tokens_) {
     step.finish = FinishReason::kLength;

@@ -85,7 +85,6 @@ class Generation {
   void AdvanceGrammar(int64_t token, Step& step);
 
   const Tokenizer tokenizer_;
-  const int64_t eos_id_;  // -1: the vocabulary has none
   const std::vector<int64_t> never_sampled_;
   std::vector<float> copy_;    // Next's row, reused across steps
   std::vector<float> masked_;  // the logits NextInPlace masked, to put back

@@ -25,6 +25,10 @@ struct SamplingParams {
   int32_t max_new_tokens = 256;
   std::vector<std::string> stop;  // stop sequences, matched on bytes
   bool ignore_eos = false;
+  // Special added tokens of a Hugging Face tokenizer ("<|im_start|>") are
+  // left out of the text (as vLLM's default); false shows them. Non-special
+  // added tokens ("<think>") always show.
+  bool skip_special_tokens = true;
 };
 
 // Server-wide bounds that ValidateSamplingParams checks requests against.

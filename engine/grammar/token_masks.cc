@@ -53,7 +53,7 @@ std::shared_ptr<const TokenTrie> TokenTrieOf(const Tokenizer& tokenizer) {
   std::vector<std::string> pieces(static_cast<size_t>(tokenizer.vocab_size()));
   for (int64_t id = 0; id < tokenizer.vocab_size(); ++id) pieces[id] = tokenizer.TokenBytes(id);
   std::vector<int32_t> end_ids;
-  if (tokenizer.eos_id() >= 0) end_ids.push_back(static_cast<int32_t>(tokenizer.eos_id()));
+  for (int64_t id : tokenizer.eos_ids()) end_ids.push_back(static_cast<int32_t>(id));
   return std::make_shared<const TokenTrie>(pieces, std::move(end_ids));
 }
 

@@ -15,6 +15,7 @@
 #include "engine/formats/pth_reader.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "engine/rwkv7/rwkv7_tuned_state.h"
+#include "engine/text/hf_model_files.h"
 #include "engine/base/status_macros.h"
 
 namespace linserve {
@@ -97,9 +98,15 @@ absl::StatusOr<TensorMap> ReadWeights(const fs::path& file) {
   return tensors;
 }
 
+// `dir`: the model directory, empty for a bare weights file. Its
+// tokenizer.json, when config.json names no tokenizer, makes a Hugging Face
+// tokenizer.
 absl::StatusOr<Tokenizer> MakeTokenizer(const nlohmann::json& config, int64_t vocab_size,
-                                        const std::string& where) {
+                                        const std::string& where, const std::string& dir = "") {
   std::string type;
+  if (!config.contains("tokenizer") && !dir.empty() && HasHfTokenizer(dir)) {
+    return LoadHfTokenizerDirectory(dir, vocab_size, HfTokenizerOptions());
+  }
   if (auto it = config.find("tokenizer"); it != config.end()) {
     auto t = it->is_object() ? it->find("type") : it->end();
     if (!it->is_object() || t == it->end() || !t->is_string()) {
@@ -285,7 +292,8 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Load(const std::string& 
   tensors.clear();  // the checkpoint holds what it needs
   const std::string where = is_dir ? absl::StrCat("model '", path, "'") : weights_file.string();
   LINSERVE_ASSIGN_OR_RETURN(Tokenizer tokenizer,
-                            MakeTokenizer(config, checkpoint->config.vocab_size, where));
+                            MakeTokenizer(config, checkpoint->config.vocab_size, where,
+                                          is_dir ? path : std::string()));
   return Build(*checkpoint, std::move(tokenizer), options);
 }
 

@@ -4,11 +4,15 @@
 
 namespace linserve {
 
-TextOutput::TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : tokenizer_(tokenizer), stop_matcher_(std::move(stops)) {}
+TextOutput::TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops,
+                       bool skip_special_tokens)
+    : tokenizer_(tokenizer),
+      skip_special_tokens_(skip_special_tokens),
+      stop_matcher_(std::move(stops)) {}
 
 TextOutput::Piece TextOutput::PushToken(int64_t token) {
-  StopMatcher::Result bytes = stop_matcher_.Push(tokenizer_.TokenBytes(token));
+  const bool skip = skip_special_tokens_ || tokenizer_.IsEos(token);
+  StopMatcher::Result bytes = stop_matcher_.Push(tokenizer_.TokenBytes(token, skip));
   Piece piece{utf8_.Push(bytes.emit), bytes.stopped};
   if (bytes.stopped) piece.text += utf8_.Flush();
   return piece;

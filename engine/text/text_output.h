@@ -26,10 +26,13 @@ namespace linserve {
 // exactly as in the whole-text decode.
 //
 // EOS and max_new_tokens are the caller's to detect; special tokens add no
-// text. Not thread-safe.
+// text unless `skip_special_tokens` is false (a Hugging Face tokenizer's
+// "<|im_start|>" then shows; EOS ids never do: they end the text). Not
+// thread-safe.
 class TextOutput {
  public:
-  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops);
+  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops,
+             bool skip_special_tokens = true);
 
   struct Piece {
     std::string text;  // valid UTF-8, possibly empty
@@ -46,6 +49,7 @@ class TextOutput {
 
  private:
   Tokenizer tokenizer_;
+  bool skip_special_tokens_;
   StopMatcher stop_matcher_;
   Utf8Assembler utf8_;
 };

@@ -1,11 +1,13 @@
 #include "engine/text/tokenizer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/text/byte_trie.h"
+#include "engine/text/hf_tokenizer.h"
 #include "engine/base/status_macros.h"
 #include "engine/text/world_vocabulary.h"
 
@@ -20,6 +22,10 @@ struct Tokenizer::Tables {
   std::vector<uint32_t> piece_starts;
   ByteTrie trie;
   std::vector<int64_t> never_sampled;
+  // A Hugging Face tokenizer; pieces and trie stay empty then.
+  std::shared_ptr<const HfTokenizer> hf;
+  std::vector<int64_t> hf_prefix_ids;
+  std::vector<int64_t> hf_suffix_ids;
   // Bytes per token to expect when sizing Encode's result: exact for byte
   // vocabularies, a rough average for World text.
   size_t bytes_per_token_estimate = 1;
@@ -29,6 +35,7 @@ struct Tokenizer::Tables {
   static std::shared_ptr<Tables> ForBytes(int64_t vocab_size, bool mask_unused);
 
   std::string_view Piece(int64_t token) const {
+    if (hf != nullptr) return hf->TokenBytes(token, /*skip_special=*/true);
     if (token < 0 || token + 1 >= static_cast<int64_t>(piece_starts.size())) return {};
     const uint32_t start = piece_starts[token];
     return std::string_view(piece_bytes).substr(start, piece_starts[token + 1] - start);
@@ -38,6 +45,10 @@ struct Tokenizer::Tables {
 namespace {
 
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+
+std::vector<int64_t> EosIds(int64_t eos_id) {
+  return eos_id >= 0 ? std::vector<int64_t>{eos_id} : std::vector<int64_t>{};
+}
 
 }  // namespace
 
@@ -60,17 +71,17 @@ std::shared_ptr<Tokenizer::Tables> Tokenizer::Tables::ForBytes(int64_t vocab_siz
 }
 
 Tokenizer::Tokenizer(std::shared_ptr<const Tables> tables, int64_t bos_id, bool add_bos,
-                     int64_t eos_id, int64_t vocab_size)
+                     std::vector<int64_t> eos_ids, int64_t vocab_size)
     : tables_(std::move(tables)),
       bos_id_(bos_id),
       add_bos_(add_bos),
-      eos_id_(eos_id),
+      eos_ids_(std::move(eos_ids)),
       vocab_size_(vocab_size) {}
 
 Tokenizer::Tokenizer(const ModelConfig& config)
     : bos_id_(config.bos_id),
       add_bos_(config.add_bos),
-      eos_id_(config.eos_id),
+      eos_ids_(EosIds(config.eos_id)),
       vocab_size_(config.vocab_size) {
   // Requests build one of these each; the byte tables are the same for all.
   static const std::shared_ptr<const Tables>* const kTables =
@@ -80,7 +91,7 @@ Tokenizer::Tokenizer(const ModelConfig& config)
 
 Tokenizer Tokenizer::Bytes(int64_t vocab_size) {
   return Tokenizer(Tables::ForBytes(vocab_size, /*mask_unused=*/true), /*bos_id=*/-1,
-                   /*add_bos=*/false, /*eos_id=*/-1, vocab_size);
+                   /*add_bos=*/false, /*eos_ids=*/{}, vocab_size);
 }
 
 absl::StatusOr<Tokenizer> Tokenizer::World(std::string_view vocabulary, int64_t vocab_size) {
@@ -126,10 +137,73 @@ absl::StatusOr<Tokenizer> Tokenizer::World(std::string_view vocabulary, int64_t 
   for (int64_t id = 1; id < vocab_size; ++id) {
     if (tables->Piece(id).empty()) tables->never_sampled.push_back(id);
   }
-  return Tokenizer(std::move(tables), /*bos_id=*/-1, /*add_bos=*/false, /*eos_id=*/0, vocab_size);
+  return Tokenizer(std::move(tables), /*bos_id=*/-1, /*add_bos=*/false, /*eos_ids=*/{0},
+                   vocab_size);
+}
+
+absl::StatusOr<Tokenizer> Tokenizer::HuggingFace(std::shared_ptr<const HfTokenizer> hf,
+                                                 HfSpecials specials, int64_t vocab_size) {
+  if (vocab_size < 1 || vocab_size > kMaxVocabSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab_size = ", vocab_size, " is outside [1, ", kMaxVocabSize, "]"));
+  }
+  if (hf->id_end() > vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tokenizer has token id ", hf->id_end() - 1, ", past the model's ", vocab_size,
+        " embedding rows"));
+  }
+  const std::vector<int64_t>* lists[] = {&specials.eos_ids, &specials.prefix_ids,
+                                         &specials.suffix_ids};
+  for (const std::vector<int64_t>* list : lists) {
+    for (int64_t id : *list) {
+      if (id < 0 || id >= vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "special token id ", id, " is outside the model's ", vocab_size, " embedding rows"));
+      }
+    }
+  }
+  std::sort(specials.eos_ids.begin(), specials.eos_ids.end());
+  specials.eos_ids.erase(std::unique(specials.eos_ids.begin(), specials.eos_ids.end()),
+                         specials.eos_ids.end());
+  auto tables = std::make_shared<Tables>();
+  tables->name = "huggingface";
+  tables->bytes_per_token_estimate = 4;
+  tables->hf = std::move(hf);
+  // Rows past the tokenizer's ids, and ids no token has, carry nothing the
+  // model was trained to say. Special added tokens stay samplable: they are
+  // how a model ends a turn.
+  for (int64_t id = 0; id < vocab_size; ++id) {
+    if (id >= tables->hf->id_end() ||
+        tables->hf->TokenBytes(id, /*skip_special=*/false).empty()) {
+      tables->never_sampled.push_back(id);
+    }
+  }
+  tables->hf_prefix_ids = specials.prefix_ids;
+  tables->hf_suffix_ids = specials.suffix_ids;
+  const int64_t bos_id = specials.prefix_ids.size() == 1 ? specials.prefix_ids[0] : -1;
+  const bool add_bos = !specials.prefix_ids.empty() || !specials.suffix_ids.empty();
+  return Tokenizer(std::move(tables), bos_id, add_bos, std::move(specials.eos_ids), vocab_size);
+}
+
+absl::StatusOr<std::vector<int64_t>> Tokenizer::TryEncode(std::string_view text, bool starts_text,
+                                                         bool plain_content) const {
+  if (tables_->hf == nullptr) return Encode(text, starts_text);
+  LINSERVE_ASSIGN_OR_RETURN(
+      std::vector<int64_t> body,
+      tables_->hf->Encode(text, plain_content ? HfAddedTokenMode::kPlainContent
+                                              : HfAddedTokenMode::kRecognized));
+  if (!starts_text) return body;
+  std::vector<int64_t> ids = tables_->hf_prefix_ids;
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.insert(ids.end(), tables_->hf_suffix_ids.begin(), tables_->hf_suffix_ids.end());
+  return ids;
 }
 
 std::vector<int64_t> Tokenizer::Encode(std::string_view text, bool starts_text) const {
+  if (tables_->hf != nullptr) {
+    absl::StatusOr<std::vector<int64_t>> ids = TryEncode(text, starts_text);
+    return ids.ok() ? *std::move(ids) : std::vector<int64_t>();
+  }
   const bool add_bos = starts_text && add_bos_;
   std::vector<int64_t> ids;
   ids.reserve(text.size() / tables_->bytes_per_token_estimate + (add_bos ? 1 : 0));
@@ -144,15 +218,22 @@ std::vector<int64_t> Tokenizer::Encode(std::string_view text, bool starts_text) 
   return ids;
 }
 
-std::string Tokenizer::TokenBytes(int64_t token) const {
+std::string Tokenizer::TokenBytes(int64_t token, bool skip_special) const {
+  if (tables_->hf != nullptr) return std::string(tables_->hf->TokenBytes(token, skip_special));
   return std::string(tables_->Piece(token));
 }
 
-std::string Tokenizer::Decode(absl::Span<const int64_t> tokens) const {
+std::string Tokenizer::Decode(absl::Span<const int64_t> tokens, bool skip_special) const {
+  if (tables_->hf != nullptr) return tables_->hf->Decode(tokens, skip_special);
   std::string bytes;
   bytes.reserve(tokens.size() * tables_->bytes_per_token_estimate);
   for (int64_t token : tokens) bytes += tables_->Piece(token);
   return bytes;
+}
+
+bool Tokenizer::IsEos(int64_t token) const {
+  // One or two ids: a scan beats a set.
+  return std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
 }
 
 bool Tokenizer::IsSpecial(int64_t token) const {

@@ -218,6 +218,11 @@ absl::Status ReadSampling(Fields& f, v1::GenerateRequest& out) {
   bool ignore_eos = false;
   LINSERVE_RETURN_IF_ERROR(f.Bool("ignore_eos", &ignore_eos));
   out.set_ignore_eos(ignore_eos);
+  if (f.Get("skip_special_tokens") != nullptr) {
+    bool skip_special_tokens = true;
+    LINSERVE_RETURN_IF_ERROR(f.Bool("skip_special_tokens", &skip_special_tokens));
+    out.set_skip_special_tokens(skip_special_tokens);
+  }
   return ReadStop(f, out);
 }
 
@@ -469,6 +474,7 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "max_tokens",
                                                           "max_completion_tokens",
                                                           "ignore_eos",
+                                                          "skip_special_tokens",
                                                           "prompt",
                                                           "messages",
                                                           "logprobs",

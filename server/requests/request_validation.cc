@@ -234,6 +234,7 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
       request.max_new_tokens() == 0 ? limits.default_max_new_tokens : request.max_new_tokens();
   p.stop.assign(request.stop().begin(), request.stop().end());
   p.ignore_eos = request.ignore_eos();
+  p.skip_special_tokens = !request.has_skip_special_tokens() || request.skip_special_tokens();
   LINSERVE_RETURN_IF_ERROR(ValidateSamplingParams(p, limits.sampling));
 
   call.logprobs = request.logprobs();

@@ -52,9 +52,12 @@ absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt
   return absl::OkStatus();
 }
 
-std::vector<int64_t> TurnRunner::PromptTokens(const GenerateCall& call, bool starts_text) const {
+absl::StatusOr<std::vector<int64_t>> TurnRunner::PromptTokens(const GenerateCall& call,
+                                                              bool starts_text) const {
   if (!call.prompt_tokens.empty()) return call.prompt_tokens;
-  return tokenizer_.Encode(call.prompt, starts_text);
+  // TryEncode: a Hugging Face tokenizer's regex may hit its limits on a
+  // pathological prompt, which the client hears as ResourceExhausted.
+  return tokenizer_.TryEncode(call.prompt, starts_text);
 }
 
 absl::Status TurnRunner::Begin(Turn& turn) {
@@ -62,7 +65,8 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     // Every token of the prompt goes into the state: a turn from it feeds
     // its own text next, as a continued session does.
     turn.state = model_.NewState();
-    turn.prefill = tokenizer_.Encode(turn.call.prompt, /*starts_text=*/true);
+    LINSERVE_ASSIGN_OR_RETURN(turn.prefill,
+                              tokenizer_.TryEncode(turn.call.prompt, /*starts_text=*/true));
     LINSERVE_RETURN_IF_ERROR(FitContext(turn, 0, static_cast<int64_t>(turn.prefill.size())));
     UsePrefixCache(turn);
     return absl::OkStatus();
@@ -88,7 +92,8 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     session->origin = turn.origin_digest;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
-    const std::vector<int64_t> prompt = tokenizer_.Encode(turn.call.prompt, starts_text);
+    LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt,
+                              tokenizer_.TryEncode(turn.call.prompt, starts_text));
     turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
     if (turn.prefill.empty()) {
       return absl::InvalidArgumentError("prompt encodes to no tokens; send at least 1 byte");
@@ -103,7 +108,8 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     return absl::InternalError("a session's turn begins with BeginSessionTurn");
   }
   turn.state = std::move(start);
-  const std::vector<int64_t> prompt = PromptTokens(turn.call, starts_text);
+  LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt,
+                            PromptTokens(turn.call, starts_text));
   turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
   LINSERVE_RETURN_IF_ERROR(
       FitContext(turn, position, static_cast<int64_t>(turn.prefill.size())));
@@ -119,7 +125,7 @@ absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLeas
   turn.lease = lease;
   if (session.pending_token >= 0) turn.prefill.push_back(session.pending_token);
   const bool fresh = session.position == 0 && session.pending_token < 0;
-  const std::vector<int64_t> prompt = PromptTokens(turn.call, fresh);
+  LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt, PromptTokens(turn.call, fresh));
   turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
   // Nothing to feed: a new session of a model that takes no BOS, or one
   // whose last turn sampled nothing.

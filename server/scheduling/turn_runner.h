@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/grammar/token_masks.h"
 #include "engine/model/language_model.h"
@@ -86,8 +87,10 @@ class TurnRunner {
   // use (the vocabulary's trie at the first of all).
   std::shared_ptr<GrammarTokenMasks> GrammarFor(const GenerateCall& call);
   // The request's token ids as given, or its text encoded (with BOS when it
-  // `starts_text` and the model takes one).
-  std::vector<int64_t> PromptTokens(const GenerateCall& call, bool starts_text) const;
+  // `starts_text` and the model takes one). ResourceExhausted when the
+  // tokenizer's regex limits stop the encoding.
+  absl::StatusOr<std::vector<int64_t>> PromptTokens(const GenerateCall& call,
+                                                    bool starts_text) const;
   // Takes a turn's state out of the decode pool, if it is there.
   void LeaveBatch(Turn& turn);
   // Adds the time from `since` to now to `phase`; returns now.

@@ -242,6 +242,47 @@ TEST_F(Rwkv7ModelTest, BrokenDirectoriesSayWhatIsWrong) {
   }
 }
 
+// A directory holding tokenizer.json (and no "tokenizer" in config.json)
+// gets the Hugging Face tokenizer, its EOS ids from tokenizer_config.json;
+// a token id past the embedding rows is refused by name.
+TEST_F(Rwkv7ModelTest, ADirectoryWithTokenizerJsonGetsTheHuggingFaceTokenizer) {
+  const fs::path tokenizer_json = fs::path(Rwkv7FixturePath("x")).parent_path().parent_path() /
+                                  "tokenizers" / "qwen35-style" / "tokenizer.json";
+  if (!fs::exists(tokenizer_json)) GTEST_SKIP() << "no " << tokenizer_json;
+  for (const int64_t vocab_size : {3328, 3000}) {
+    Rwkv7Config shape;
+    shape.n_layers = 1;
+    shape.d_model = 64;
+    shape.n_heads = 1;
+    shape.head_size = 64;
+    shape.w_lora = shape.a_lora = shape.v_lora = shape.g_lora = 8;
+    shape.ffn_size = 128;
+    shape.vocab_size = vocab_size;
+    const fs::path dir = dir_ / ("hf" + std::to_string(vocab_size));
+    fs::create_directories(dir);
+    ASSERT_TRUE(
+        WriteSafetensorsFile((dir / "model.safetensors").string(), RandomRwkv7Weights(shape, 1))
+            .ok());
+    std::ofstream(dir / "config.json") << R"({"architecture": "rwkv7"})";
+    std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+    fs::create_symlink(tokenizer_json, dir / "tokenizer.json");
+    auto model = LanguageModel::Load(dir.string(), Cpu(torch::kFloat32));
+    if (vocab_size == 3000) {
+      ASSERT_FALSE(model.ok());
+      EXPECT_NE(model.status().message().find("past the model's 3000 embedding rows"),
+                std::string::npos)
+          << model.status();
+      continue;
+    }
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Tokenizer& tokenizer = (*model)->tokenizer();
+    EXPECT_EQ(tokenizer.name(), "huggingface");
+    EXPECT_EQ(tokenizer.eos_ids(), (std::vector<int64_t>{3258}));
+    EXPECT_EQ(tokenizer.Encode("<|im_start|>", /*starts_text=*/true),
+              (std::vector<int64_t>{3257}));
+  }
+}
+
 TEST_F(Rwkv7ModelTest, AnUnusualVocabularyNeedsATokenizer) {
   Rwkv7Config shape;
   shape.n_layers = 2;

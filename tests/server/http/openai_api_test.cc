@@ -42,6 +42,7 @@ TEST(OpenAiRequestTest, CompletionFieldsBecomeTheGenerateRequest) {
                        {"repetition_penalty", 1.1},
                        {"logprobs", 3},
                        {"ignore_eos", true},
+                       {"skip_special_tokens", false},
                        {"stream", true},
                        {"stream_options", {{"include_usage", true}}},
                        {"user", "u"},
@@ -65,6 +66,8 @@ TEST(OpenAiRequestTest, CompletionFieldsBecomeTheGenerateRequest) {
   EXPECT_TRUE(g.logprobs());
   EXPECT_EQ(g.top_logprobs(), 3);
   EXPECT_TRUE(g.ignore_eos());
+  EXPECT_TRUE(g.has_skip_special_tokens());
+  EXPECT_FALSE(g.skip_special_tokens());
   EXPECT_EQ(g.cache_salt(), "s");
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
