@@ -53,6 +53,15 @@ ABSL_FLAG(std::string, dtype, "",
           "bfloat16 or float16. Empty picks the architecture's default for the device "
           "(RWKV-7: bfloat16 on CUDA and on CPUs with bfloat16 matrix instructions, else "
           "float32; the transformer: float32); the state is always float32");
+ABSL_FLAG(uint32_t, tokenizer_regex_match_limit, 10'000'000,
+          "A Hugging Face tokenizer's pre-tokenizer regexes: PCRE2's match limit (backtracking "
+          "steps) for one search; a prompt past it is refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint32_t, tokenizer_regex_depth_limit, 100'000,
+          "A Hugging Face tokenizer's regexes: PCRE2's depth limit for one search");
+ABSL_FLAG(int32_t, tokenizer_cache_entries, 10'000,
+          "A Hugging Face tokenizer's cache of pre-token encodings, in entries; 0 turns it off");
+ABSL_FLAG(int32_t, tokenizer_max_json_depth, 64,
+          "Nesting of tokenizer.json past which the file is refused at load");
 ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
 ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
           "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "
@@ -546,6 +555,19 @@ int Serve() {
   if (!device.ok()) return Fail("bad_flags", device.status());
   LoadOptions load;
   load.device = *device;
+  load.tokenizer.regex.match_limit = absl::GetFlag(FLAGS_tokenizer_regex_match_limit);
+  load.tokenizer.regex.depth_limit = absl::GetFlag(FLAGS_tokenizer_regex_depth_limit);
+  if (absl::GetFlag(FLAGS_tokenizer_cache_entries) < 0 ||
+      absl::GetFlag(FLAGS_tokenizer_max_json_depth) <= 0 ||
+      absl::GetFlag(FLAGS_tokenizer_regex_match_limit) == 0 ||
+      absl::GetFlag(FLAGS_tokenizer_regex_depth_limit) == 0) {
+    return Fail("bad_flags", absl::InvalidArgumentError(
+                                 "--tokenizer_cache_entries must not be negative, and "
+                                 "--tokenizer_max_json_depth, --tokenizer_regex_match_limit and "
+                                 "--tokenizer_regex_depth_limit must be positive"));
+  }
+  load.tokenizer.cache_capacity = static_cast<size_t>(absl::GetFlag(FLAGS_tokenizer_cache_entries));
+  load.tokenizer.max_json_depth = absl::GetFlag(FLAGS_tokenizer_max_json_depth);
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); !dtype.empty()) {
     if (absl::Status applied = ApplyDtypeFlag(dtype, load); !applied.ok()) {
       return Fail("bad_flags", applied);

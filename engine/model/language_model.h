@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "engine/cpu/quantized_kernel.h"
 #include "engine/model/state.h"
+#include "engine/text/hf_tokenizer.h"
 #include "engine/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -46,6 +47,9 @@ struct LoadOptions {
   // Inputs per scale, 32 or 64; 0 picks the format's default
   // (DefaultQuantizationGroup).
   int64_t quantization_group = 0;
+  // A Hugging Face tokenizer's bounds: its regexes' match and depth limits,
+  // tokenizer.json's nesting, the pre-token cache (the server's flags).
+  HfTokenizerOptions tokenizer;
 };
 
 // OK when `options` asks no quantization, or one on the CPU in groups of

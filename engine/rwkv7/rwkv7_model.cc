@@ -102,10 +102,11 @@ absl::StatusOr<TensorMap> ReadWeights(const fs::path& file) {
 // tokenizer.json, when config.json names no tokenizer, makes a Hugging Face
 // tokenizer.
 absl::StatusOr<Tokenizer> MakeTokenizer(const nlohmann::json& config, int64_t vocab_size,
-                                        const std::string& where, const std::string& dir = "") {
+                                        const std::string& where, const std::string& dir = "",
+                                        const HfTokenizerOptions& hf_options = {}) {
   std::string type;
   if (!config.contains("tokenizer") && !dir.empty() && HasHfTokenizer(dir)) {
-    return LoadHfTokenizerDirectory(dir, vocab_size, HfTokenizerOptions());
+    return LoadHfTokenizerDirectory(dir, vocab_size, hf_options);
   }
   if (auto it = config.find("tokenizer"); it != config.end()) {
     auto t = it->is_object() ? it->find("type") : it->end();
@@ -293,7 +294,7 @@ absl::StatusOr<std::unique_ptr<Rwkv7Model>> Rwkv7Model::Load(const std::string& 
   const std::string where = is_dir ? absl::StrCat("model '", path, "'") : weights_file.string();
   LINSERVE_ASSIGN_OR_RETURN(Tokenizer tokenizer,
                             MakeTokenizer(config, checkpoint->config.vocab_size, where,
-                                          is_dir ? path : std::string()));
+                                          is_dir ? path : std::string(), options.tokenizer));
   return Build(*checkpoint, std::move(tokenizer), options);
 }
 

@@ -181,7 +181,9 @@ absl::Status HfRegex::FindAll(std::string_view subject,
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("the tokenizer's regex gave up on this text: ", Pcre2Message(rc)));
+          absl::StrCat("the tokenizer's regex gave up on this text: ", Pcre2Message(rc),
+                       " (the server's --tokenizer_regex_match_limit and "
+                       "--tokenizer_regex_depth_limit bound it)"));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data);
     const size_t begin = ovector[0];

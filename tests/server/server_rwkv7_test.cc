@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "engine/generation/one_shot_generation.h"
 #include "engine/formats/pth_writer.h"
 #include "engine/formats/safetensors.h"
+#include "engine/rwkv7/rwkv7_config.h"
 #include "tests/rwkv7_fixture.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
@@ -496,6 +498,97 @@ TEST(Rwkv7BrokenModelTest, ATruncatedPthStopsTheStartNamingAByteOffset) {
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("tiny.pth"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("byte"), std::string::npos) << result.err;
+}
+
+
+// A model directory holding a Hugging Face tokenizer.json (the qwen35-style
+// fixture, Qwen3.5's added-token layout) served end to end: /v1/models and
+// GetModelInfo report the tokenizer and its special ranges, /tokenize knows
+// the added tokens, and a turn forced onto a token by logit_bias shows a
+// special token's text only with skip_special_tokens false, and a
+// non-special added token (<think>) always.
+TEST(HuggingFaceTokenizerServerTest, SpecialTokensShowOnlyWhenAskedAndThinkAlways) {
+  const fs::path tokenizer_json = fs::path(Rwkv7FixturePath("x")).parent_path().parent_path() /
+                                  "tokenizers" / "qwen35-style" / "tokenizer.json";
+  if (!fs::exists(tokenizer_json)) GTEST_SKIP() << "no " << tokenizer_json;
+  Rwkv7Config shape;
+  shape.n_layers = 1;
+  shape.d_model = 64;
+  shape.n_heads = 1;
+  shape.head_size = 64;
+  shape.w_lora = shape.a_lora = shape.v_lora = shape.g_lora = 8;
+  shape.ffn_size = 128;
+  shape.vocab_size = 3328;
+  const fs::path dir = FreshDir("hf-tokenizer-model");
+  ASSERT_TRUE(WriteSafetensorsFile((dir / "model.safetensors").string(),
+                                   RandomRwkv7Weights(shape, 3)).ok());
+  std::ofstream(dir / "config.json") << R"({"architecture": "rwkv7"})";
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+  fs::copy_file(tokenizer_json, dir / "tokenizer.json");
+  std::unique_ptr<ServerProcess> server = StartServer(dir.string(), FreshDir("hf-tokenizer-store"));
+  ASSERT_NE(server, nullptr);
+  HttpTestClient http(server->http_port());
+
+  HttpReply models = http.Get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  const nlohmann::json& model = models.json["data"][0];
+  EXPECT_EQ(model["tokenizer"], "huggingface");
+  auto stub = server->Stub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  ASSERT_EQ(static_cast<size_t>(info.special_token_ranges_size()),
+            model["special_token_ranges"].size());
+  for (int i = 0; i < info.special_token_ranges_size(); ++i) {
+    EXPECT_EQ(model["special_token_ranges"][i]["begin"], info.special_token_ranges(i).begin());
+    EXPECT_EQ(model["special_token_ranges"][i]["end"], info.special_token_ranges(i).end());
+  }
+
+  auto id_of = [&](const std::string& text) -> int64_t {
+    HttpReply tokens = http.Post("/tokenize", nlohmann::json{{"prompt", text}});
+    EXPECT_EQ(tokens.status, 200) << tokens.body;
+    EXPECT_EQ(tokens.json["tokens"].size(), 1u) << text << ": " << tokens.body;
+    return tokens.json["tokens"].empty() ? -1 : tokens.json["tokens"][0].get<int64_t>();
+  };
+  const int64_t im_start = id_of("<|im_start|>");
+  const int64_t think = id_of("<think>");
+  auto in_ranges = [&](int64_t id) {
+    for (const auto& range : info.special_token_ranges()) {
+      if (id >= range.begin() && id < range.end()) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(in_ranges(im_start)) << im_start;  // special: carries no text by default
+  EXPECT_FALSE(in_ranges(think)) << think;       // an ordinary piece of text
+
+  auto forced = [&](int64_t id, std::optional<bool> skip_special) {
+    nlohmann::json request = {{"prompt", "Hello"}, {"max_tokens", 3}, {"ignore_eos", true},
+                              {"temperature", 0.0},
+                              {"logit_bias", {{std::to_string(id), 100}}}};
+    if (skip_special.has_value()) request["skip_special_tokens"] = *skip_special;
+    HttpReply reply = http.Post("/v1/completions", request);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return CompletionText(reply);
+  };
+  EXPECT_EQ(forced(im_start, std::nullopt), "");
+  EXPECT_EQ(forced(im_start, true), "");
+  EXPECT_EQ(forced(im_start, false), "<|im_start|><|im_start|><|im_start|>");
+  EXPECT_EQ(forced(think, std::nullopt), "<think><think><think>");
+  EXPECT_EQ(forced(think, false), "<think><think><think>");
+  server.reset();
+
+  // The pre-tokenizer regex's bound is the server's flag: past it, a prompt
+  // is refused by name (429, RESOURCE_EXHAUSTED) and the server serves on.
+  auto bounded = ServerProcess::Start({"--model=" + dir.string(),
+                                       "--store_dir=" + FreshDir("hf-tokenizer-store-2"),
+                                       "--dtype=float32", "--tokenizer_regex_match_limit=1"});
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  HttpTestClient limited((*bounded)->http_port());
+  HttpReply refused = limited.Post("/v1/completions", nlohmann::json{{"prompt", "Hello, world"},
+                                                                     {"max_tokens", 2}});
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_NE(refused.body.find("--tokenizer_regex_match_limit"), std::string::npos) << refused.body;
+  EXPECT_EQ(limited.Get("/health").status, 200);
 }
 
 }  // namespace
