@@ -21,6 +21,15 @@ bool ChatTurnEnds::TakeMissingEnd(const std::string& session_id) {
   return missing_.erase(session_id) > 0;
 }
 
+void ChatTurnEnds::Forked(const std::string& from, const std::string& to) {
+  bool missing;
+  {
+    absl::MutexLock lock(&mu_);
+    missing = missing_.contains(from);
+  }
+  if (missing) Finished(to, /*at_stop=*/false);
+}
+
 void ChatTurnEnds::Forget(const std::string& session_id) {
   absl::MutexLock lock(&mu_);
   missing_.erase(session_id);

@@ -26,6 +26,8 @@ class ChatTurnEnds {
   // True when the session's next chat turn must start with the turn end
   // (and forgets it: the caller feeds it).
   bool TakeMissingEnd(const std::string& session_id);
+  // A fork of `from` (its state, so its missing end too) made `to`.
+  void Forked(const std::string& from, const std::string& to);
   // A turn that feeds raw text (/v1/completions) decides what follows itself.
   void Forget(const std::string& session_id);
 

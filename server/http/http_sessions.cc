@@ -141,7 +141,16 @@ void HttpHandlers::Sessions(HttpRequest req, HttpHeaders cors,
   const std::string verb = method;
   if (verb == "CreateSession") return CreateSessionFromBody(req, *tenant, scheduler, answer, session);
   if (verb == "GetSession") return scheduler->GetSession(*tenant, route.id, session);
-  if (verb == "ForkSession") return scheduler->ForkSession(*tenant, route.id, session);
+  if (verb == "ForkSession") {
+    // The fork holds the source's state, so it lacks the same chat turn end
+    // (a turn cut by max_tokens): its next chat turn must feed it as the
+    // source's would.
+    return scheduler->ForkSession(
+        *tenant, route.id, [this, session, from = route.id](absl::StatusOr<SessionInfo> info) {
+          if (info.ok()) chat_turn_ends_.Forked(from, info->id);
+          session(std::move(info));
+        });
+  }
   if (verb == "DeleteSession") {
     return scheduler->DeleteSession(*tenant, route.id,
                                     [answer, id = route.id](absl::StatusOr<bool> deleted) {

@@ -66,6 +66,10 @@ try {
   await page.goto(baseUrl + "/");
   await page.waitForFunction(() => !document.querySelector("#model").textContent.includes("…"));
 
+  // Short answers: turns cut by max_tokens, whose sessions lack the turn's
+  // end until the next chat turn feeds it, forks included.
+  await page.locator("summary", { hasText: "Sampling" }).click();
+  await page.fill("#max_tokens", "24");
   await chat(page, "ROMEO:\nSpeak again.", 1);
   await chat(page, "JULIET:\nWho is there?", 2);
   assert.match(await page.textContent("#speed"), /first token \d+ ms/);

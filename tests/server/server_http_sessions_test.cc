@@ -205,6 +205,31 @@ TEST_F(HttpSessionsTest, ACorruptOrOversizedImportStoresNothing) {
   EXPECT_EQ(SessionCount(*stub), before);
 }
 
+// A chat turn cut by max_tokens leaves its session without the turn's end,
+// which the next chat turn feeds first. A fork holds the same state, so its
+// next chat turn must feed it too: the fork then answers as the source does.
+TEST_F(HttpSessionsTest, AForkOfAChatCutShortFeedsTheTurnEndAsItsSourceWould) {
+  HttpTestClient http = Client();
+  const Json first = {{"messages", Json::array({{{"role", "user"}, {"content", "ROMEO:\nSpeak."}}})},
+                      {"max_tokens", 5}, {"temperature", 0.8}, {"seed", 3}, {"session", "new"}};
+  HttpReply cut = http.Post("/v1/chat/completions", first);
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  ASSERT_EQ(cut.json["choices"][0]["finish_reason"], "length") << cut.body;
+  const std::string source = cut.json["session_id"];
+  HttpReply fork = http.Post("/v1/sessions/" + source + "/fork", std::string());
+  ASSERT_EQ(fork.status, 200) << fork.body;
+  auto next = [&](const std::string& id) {
+    const Json turn = {{"messages", Json::array({{{"role", "user"}, {"content", "JULIET:\nWho?"}}})},
+                       {"max_tokens", 32}, {"temperature", 0.8}, {"seed", 4}, {"session_id", id}};
+    HttpReply reply = http.Post("/v1/chat/completions", turn);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return std::make_pair(CompletionText(reply), reply.json["session_position"].get<int64_t>());
+  };
+  const auto from_fork = next(fork.json["id"]);
+  const auto from_source = next(source);
+  EXPECT_EQ(from_fork, from_source);
+}
+
 // The attack's form: a head that announces more than --max_state_bytes, or
 // an import with no framing, is answered before a byte of its body is sent,
 // so nothing of it is ever buffered.
