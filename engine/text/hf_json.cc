@@ -250,6 +250,9 @@ absl::StatusOr<nlohmann::json> ParseHfJson(std::string_view text, std::string_vi
     // 3, column 7: syntax error ... unexpected end of input ...".
     return HfLoadError(root, absl::StrCat("malformed or truncated JSON (byte ", error.byte,
                                           "): ", error.what()));
+  } catch (const nlohmann::json::exception& error) {
+    // Any other of the parser's refusals (a number out of range: "7e98998").
+    return HfLoadError(root, absl::StrCat("malformed JSON: ", error.what()));
   }
 }
 
