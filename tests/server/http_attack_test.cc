@@ -42,6 +42,22 @@ std::string EndlessStream() {
           .dump());
 }
 
+// Sends `head` and then 16 MiB of chunked body (or until the server closes),
+// and returns what the server answered.
+std::string SendSixteenMiBChunked(int port, const std::string& head) {
+  RawConnection connection(port);
+  EXPECT_TRUE(connection.connected());
+  connection.Send(head);
+  const std::string chunk =
+      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
+  // 16 MiB, or until the server closes: past the limit it only drops what
+  // still comes, for a moment, so that the client can read its answer.
+  for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
+  }
+  connection.Send("0\r\n\r\n");
+  return connection.ReadUntilClose();
+}
+
 class HttpAttackTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -134,19 +150,10 @@ TEST_F(HttpAttackTest, ARefusedRequestsBodyNeverRunsAsARequest) {
 }
 
 TEST_F(HttpAttackTest, SixteenMiBChunkedIsCutAtTheBodyLimit) {
-  RawConnection connection(port());
-  ASSERT_TRUE(connection.connected());
-  connection.Send(
+  const std::string answer = SendSixteenMiBChunked(
+      port(),
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Transfer-Encoding: chunked\r\n\r\n");
-  const std::string chunk =
-      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
-  // 16 MiB, or until the server closes: past the limit it only drops what
-  // still comes, for a moment, so that the client can read its answer.
-  for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
-  }
-  connection.Send("0\r\n\r\n");
-  const std::string answer = connection.ReadUntilClose();
   // Answered 413, or closed before the client could read it.
   if (!answer.empty()) {
     EXPECT_EQ(StatusOf(answer), 413) << answer.substr(0, 300);
@@ -158,17 +165,10 @@ TEST_F(HttpAttackTest, SixteenMiBChunkedIsCutAtTheBodyLimit) {
 // A session import's body has its own bound, --max_state_bytes: 16 MiB sent
 // chunked (no length to refuse from the head) is cut there, never buffered.
 TEST_F(HttpAttackTest, SixteenMiBChunkedImportIsCutAtTheStateLimit) {
-  RawConnection connection(port());
-  ASSERT_TRUE(connection.connected());
-  connection.Send(
+  const std::string answer = SendSixteenMiBChunked(
+      port(),
       "POST /v1/sessions/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
       "Transfer-Encoding: chunked\r\n\r\n");
-  const std::string chunk =
-      absl::StrCat(absl::Hex(1 << 16), "\r\n", std::string(1 << 16, 'a'), "\r\n");
-  for (int sent = 0; sent < 256 && connection.Send(chunk); ++sent) {
-  }
-  connection.Send("0\r\n\r\n");
-  const std::string answer = connection.ReadUntilClose();
   if (!answer.empty()) {
     EXPECT_EQ(StatusOf(answer), 413) << answer.substr(0, 300);
     EXPECT_NE(answer.find("--max_state_bytes"), std::string::npos) << answer;
