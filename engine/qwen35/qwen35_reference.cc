@@ -33,8 +33,9 @@ class Matrix {
  public:
   Matrix() = default;
   explicit Matrix(const torch::Tensor& t)
-      : values_(t.scalar_type() == torch::kFloat64 ? t.contiguous()
-                                                   : t.to(torch::kFloat32).contiguous()),
+      : values_(t.to(torch::kCPU, t.scalar_type() == torch::kFloat64 ? torch::kFloat64
+                                                                     : torch::kFloat32)
+                    .contiguous()),
         rows_(t.size(0)),
         cols_(t.size(1)) {
     if (values_.scalar_type() == torch::kFloat64) {
@@ -146,7 +147,7 @@ class Reader {
     return Matrix(Get(name, {rows, cols}));
   }
   Vec ReadVector(const std::string& name, const std::vector<int64_t>& shape) const {
-    const torch::Tensor t = Get(name, shape).to(torch::kFloat64).contiguous();
+    const torch::Tensor t = Get(name, shape).to(torch::kCPU, torch::kFloat64).contiguous();
     return Vec(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
 
@@ -278,7 +279,10 @@ Vec Qwen35Reference::LinearAttention(int64_t layer, const Vec& xn,
                                      Qwen35ReferenceState::Layer& state,
                                      const Qwen35ReferenceVariant& variant) const {
   const Qwen35Config& c = weights_->config;
-  const GatedDeltaNetWeights& w = weights_->layers.at(layer).linear_attn;
+  if (c.layer_types.at(layer) != Qwen35LayerKind::kLinearAttention) {
+    Refuse(absl::StrCat("layer ", layer, " is not a linear_attention layer"));
+  }
+  const GatedDeltaNetWeights& w = weights_->layers[layer].linear_attn;
   const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
   const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
   const int64_t K = c.linear_conv_kernel_dim, conv_dim = c.conv_dim(), key_dim = c.key_dim();
@@ -341,7 +345,10 @@ Vec Qwen35Reference::FullAttention(int64_t layer, const Vec& xn, int64_t positio
                                    Qwen35ReferenceState::Layer& state,
                                    const Qwen35ReferenceVariant& variant) const {
   const Qwen35Config& c = weights_->config;
-  const AttentionWeights& w = weights_->layers.at(layer).self_attn;
+  if (c.layer_types.at(layer) != Qwen35LayerKind::kFullAttention) {
+    Refuse(absl::StrCat("layer ", layer, " is not a full_attention layer"));
+  }
+  const AttentionWeights& w = weights_->layers[layer].self_attn;
   const int64_t nH = c.num_attention_heads, nKV = c.num_key_value_heads, D = c.head_dim;
   const int64_t rotary_dim = variant.rope_first_quarter ? weights_->rotary_dim : D;
   const double eps = c.rms_norm_eps;

@@ -52,7 +52,9 @@ class Qwen35Reference {
  public:
   // Throws std::invalid_argument naming a missing or misshapen tensor, or a
   // config the reference cannot run (heads that do not divide, an odd
-  // rotary dimension).
+  // rotary dimension). Float64 and float32 CPU tensors are shared, not
+  // copied (others are read into float32, which holds bfloat16 and float16
+  // values exactly): change none in place while the reference lives.
   Qwen35Reference(const Qwen35Config& config, const TensorMap& weights);
   ~Qwen35Reference();
 
@@ -64,7 +66,9 @@ class Qwen35Reference {
 
   // The token mixers alone, on one token's normalised input `xn` (H values),
   // returning what the residual adds (H values): for the tests of the pieces.
-  // `state` is this layer's entry (fresh when its fields are empty).
+  // `state` is this layer's entry (fresh when its fields are empty); the
+  // layer must be of the mixer's kind; `position` is the token's RoPE
+  // position (the number of tokens before it).
   std::vector<double> LinearAttention(int64_t layer, const std::vector<double>& xn,
                                       Qwen35ReferenceState::Layer& state,
                                       const Qwen35ReferenceVariant& variant = {}) const;

@@ -261,7 +261,7 @@ TEST_F(Qwen35ReferenceTest, AttentionOverOneTokenReturnsV) {
     Qwen35ReferenceState::Layer state;
     const Vec got = model_.FullAttention(3, V(xn), position, state);
     EXPECT_LT(MaxAbsDiff(got, V(expected)), 1e-12) << position;
-    EXPECT_EQ(state.v, V(v.flatten())) << position;
+    EXPECT_LT(MaxAbsDiff(state.v, V(v.flatten())), 1e-14) << position;
     if (position == 0) {  // RoPE at 0 is the identity: the cache holds k after its norm.
       const torch::Tensor k = W(p + "k_proj.weight").mv(xn).view({2, D});
       const torch::Tensor kn =
