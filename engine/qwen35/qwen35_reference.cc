@@ -1,12 +1,12 @@
 #include "engine/qwen35/qwen35_reference.h"
 
+#include <c10/util/BFloat16.h>
+#include <torch/types.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-
-#include <c10/util/BFloat16.h>
-#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,8 +33,8 @@ class Matrix {
  public:
   Matrix() = default;
   explicit Matrix(const torch::Tensor& t)
-      : values_(t.to(torch::kCPU, t.scalar_type() == torch::kFloat64 ? torch::kFloat64
-                                                                     : torch::kFloat32)
+      : values_(t.to(torch::kCPU,
+                     t.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32)
                     .contiguous()),
         rows_(t.size(0)),
         cols_(t.size(1)) {
@@ -179,13 +179,13 @@ struct AttentionWeights {
 };
 
 struct LayerWeights {
-  Vec input_layernorm;           // (H), zero-centred
-  Vec post_attention_layernorm;  // (H), zero-centred
+  Vec input_layernorm;               // (H), zero-centred
+  Vec post_attention_layernorm;      // (H), zero-centred
   GatedDeltaNetWeights linear_attn;  // linear_attention layers
   AttentionWeights self_attn;        // full_attention layers
-  Matrix gate_proj;  // (I, H)
-  Matrix up_proj;    // (I, H)
-  Matrix down_proj;  // (H, I)
+  Matrix gate_proj;                  // (I, H)
+  Matrix up_proj;                    // (I, H)
+  Matrix down_proj;                  // (H, I)
 };
 
 }  // namespace
@@ -206,13 +206,12 @@ Qwen35Reference::Qwen35Reference(const Qwen35Config& config, const TensorMap& te
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   if (H <= 0 || I <= 0 || V <= 0 || c.num_hidden_layers <= 0) Refuse("sizes must be positive");
   if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
-    Refuse(absl::StrCat(c.layer_types.size(), " layer_types for ", c.num_hidden_layers,
-                        " layers"));
+    Refuse(absl::StrCat(c.layer_types.size(), " layer_types for ", c.num_hidden_layers, " layers"));
   }
-  const bool any_linear = std::count(c.layer_types.begin(), c.layer_types.end(),
-                                     Qwen35LayerKind::kLinearAttention) > 0;
-  const bool any_full = std::count(c.layer_types.begin(), c.layer_types.end(),
-                                   Qwen35LayerKind::kFullAttention) > 0;
+  const bool any_linear =
+      std::count(c.layer_types.begin(), c.layer_types.end(), Qwen35LayerKind::kLinearAttention) > 0;
+  const bool any_full =
+      std::count(c.layer_types.begin(), c.layer_types.end(), Qwen35LayerKind::kFullAttention) > 0;
   if (any_linear &&
       (c.linear_num_key_heads <= 0 || c.linear_num_value_heads <= 0 ||
        c.linear_num_value_heads % c.linear_num_key_heads != 0 || c.linear_key_head_dim <= 0 ||
@@ -387,7 +386,8 @@ Vec Qwen35Reference::FullAttention(int64_t layer, const Vec& xn, int64_t positio
     double total = 0;
     for (double& e : p) total += (e = std::exp(e - max_score));
     for (int64_t t = 0; t < T; ++t) {
-      for (int64_t i = 0; i < D; ++i) out[h * D + i] += p[t] / total * state.v[(t * nKV + j) * D + i];
+      for (int64_t i = 0; i < D; ++i)
+        out[h * D + i] += p[t] / total * state.v[(t * nKV + j) * D + i];
     }
     // The sigmoid output gate, before o_proj.
     for (int64_t i = 0; i < D; ++i) out[h * D + i] *= Sigmoid(qg[gate_begin + i]);

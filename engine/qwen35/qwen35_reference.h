@@ -20,11 +20,16 @@ namespace linserve {
 // (SPEC.md section 6): the tests show the fast model agrees with the default
 // and disagrees with each.
 struct Qwen35ReferenceVariant {
-  bool norm_plus_one = true;       // P1: (1 + w) in the zero-centred norms; false: w
-  bool gate_interleaved = true;    // P4: q_proj rows [q_h | gate_h] per head; false: [all q | all gates]
-  bool value_heads_grouped = true; // P3: value head h reads key head h / (Hv/Hk); false: h % Hk (tiled)
-  bool state_bfloat16 = false;     // P6: round the GDN state S to bfloat16 after every token
-  bool rope_first_quarter = true;  // P5: NEOX RoPE on the first rotary_dim dims only; false: the whole head
+  // P1: (1 + w) in the zero-centred norms; false: w.
+  bool norm_plus_one = true;
+  // P4: q_proj rows [q_h | gate_h] per head; false: [all q | all gates].
+  bool gate_interleaved = true;
+  // P3: value head h reads key head h / (Hv/Hk) (grouped); false: h % Hk (tiled).
+  bool value_heads_grouped = true;
+  // P6: true rounds the GDN state S to bfloat16 after every token.
+  bool state_bfloat16 = false;
+  // P5: NEOX RoPE on the first rotary_dim dims only; false: on the whole head.
+  bool rope_first_quarter = true;
 };
 
 // One session's state in float64, Hugging Face layouts. Fresh when `layers`
@@ -52,9 +57,10 @@ class Qwen35Reference {
  public:
   // Throws std::invalid_argument naming a missing or misshapen tensor, or a
   // config the reference cannot run (heads that do not divide, an odd
-  // rotary dimension). Float64 and float32 CPU tensors are shared, not
-  // copied (others are read into float32, which holds bfloat16 and float16
-  // values exactly): change none in place while the reference lives.
+  // rotary dimension). Matrices in float64 or float32 on the CPU are
+  // shared, not copied (others are read into float32, which holds bfloat16
+  // and float16 values exactly): change none in place while the reference
+  // lives.
   Qwen35Reference(const Qwen35Config& config, const TensorMap& weights);
   ~Qwen35Reference();
 
@@ -72,8 +78,8 @@ class Qwen35Reference {
   std::vector<double> LinearAttention(int64_t layer, const std::vector<double>& xn,
                                       Qwen35ReferenceState::Layer& state,
                                       const Qwen35ReferenceVariant& variant = {}) const;
-  std::vector<double> FullAttention(int64_t layer, const std::vector<double>& xn,
-                                    int64_t position, Qwen35ReferenceState::Layer& state,
+  std::vector<double> FullAttention(int64_t layer, const std::vector<double>& xn, int64_t position,
+                                    Qwen35ReferenceState::Layer& state,
                                     const Qwen35ReferenceVariant& variant = {}) const;
 
   const Qwen35Config& config() const;
@@ -85,9 +91,11 @@ class Qwen35Reference {
 
 // One call: reads the weights, then Forward. For many calls on one model,
 // build a Qwen35Reference once.
-std::vector<std::vector<double>> Qwen35ReferenceForward(
-    const Qwen35Config& config, const TensorMap& weights, const std::vector<int64_t>& tokens,
-    Qwen35ReferenceState& state, const Qwen35ReferenceVariant& variant = {});
+std::vector<std::vector<double>> Qwen35ReferenceForward(const Qwen35Config& config,
+                                                        const TensorMap& weights,
+                                                        const std::vector<int64_t>& tokens,
+                                                        Qwen35ReferenceState& state,
+                                                        const Qwen35ReferenceVariant& variant = {});
 
 // The element-wise pieces, for their own tests.
 // Zero-centred RMSNorm: x / sqrt(mean(x^2) + eps) * (1 + w), or * w when
