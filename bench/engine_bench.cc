@@ -32,6 +32,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
+#include "bench/qwen35_measure.h"
 #include "bench/rwkv7_measure.h"
 #include "bench/rwkv7_report.h"
 #include "bench/constraint_measure.h"
@@ -72,6 +73,17 @@ ABSL_FLAG(int64_t, rwkv7_recurrent_tokens, 128,
 ABSL_FLAG(int32_t, rwkv7_repeats, 3,
           "repeats of the RWKV-7 decode timings (4 single steps per batch size each)");
 ABSL_FLAG(int32_t, rwkv7_prefill_repeats, 3, "repeats of the RWKV-7 chunked prefill");
+ABSL_FLAG(std::string, qwen35_shapes, "",
+          "Qwen3.5 shapes to measure with random weights (0.8b, 2b, 4b, tiny), comma-separated; "
+          "empty (the default) for none: the 0.8b shape takes minutes per format");
+ABSL_FLAG(std::string, qwen35_formats, "bfloat16,int8,int4",
+          "formats of the Qwen3.5 rows: float32, bfloat16, int8, int4 (or int8:32 / int4:64)");
+ABSL_FLAG(std::string, qwen35_contexts, "128,4096", "contexts of the Qwen3.5 batch-1 decode bound");
+ABSL_FLAG(std::string, qwen35_cost_contexts, "128,1024,4096,16384",
+          "contexts of the Qwen3.5 decode-cost row");
+ABSL_FLAG(std::string, qwen35_prefill_tokens, "1024,4096", "Qwen3.5 prefill lengths");
+ABSL_FLAG(int64_t, qwen35_batch, 32, "the Qwen3.5 batched decode's batch (against batch 1)");
+ABSL_FLAG(int32_t, qwen35_repeats, 3, "repeats of the Qwen3.5 timings");
 ABSL_FLAG(std::string, device, "cpu", "where the engine runs: cpu, cuda or cuda:N");
 ABSL_FLAG(int64_t, sampling_vocab, 65536,
           "vocabulary of the sampling section (0 leaves the section out)");
@@ -374,6 +386,41 @@ nlohmann::json ToJson(const MachineInfo& machine, const MatmulPeak& peak,
   return j;
 }
 
+absl::StatusOr<Qwen35BenchOptions> Qwen35OptionsFromFlags() {
+  Qwen35BenchOptions options;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_qwen35_shapes), ',', absl::SkipWhitespace())) {
+    options.shapes.emplace_back(name);
+  }
+  if (options.shapes.empty()) return options;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_qwen35_formats), ',', absl::SkipWhitespace())) {
+    absl::StatusOr<Rwkv7Format> format = ParseRwkv7Format(std::string(name), torch::kBFloat16);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--qwen35_formats: ", format.status().message()));
+    }
+    options.formats.push_back(*format);
+  }
+  absl::StatusOr<std::vector<int64_t>> contexts =
+      ParseIntList("qwen35_contexts", absl::GetFlag(FLAGS_qwen35_contexts));
+  absl::StatusOr<std::vector<int64_t>> costs =
+      ParseIntList("qwen35_cost_contexts", absl::GetFlag(FLAGS_qwen35_cost_contexts));
+  absl::StatusOr<std::vector<int64_t>> prefill =
+      ParseIntList("qwen35_prefill_tokens", absl::GetFlag(FLAGS_qwen35_prefill_tokens));
+  if (!contexts.ok()) return contexts.status();
+  if (!costs.ok()) return costs.status();
+  if (!prefill.ok()) return prefill.status();
+  options.contexts = *contexts;
+  options.cost_contexts = *costs;
+  options.prefill_tokens = *prefill;
+  options.batch = absl::GetFlag(FLAGS_qwen35_batch);
+  options.repeats = absl::GetFlag(FLAGS_qwen35_repeats);
+  if (options.batch < 2 || options.repeats < 1) {
+    return absl::InvalidArgumentError("--qwen35_batch must be at least 2, --qwen35_repeats positive");
+  }
+  return options;
+}
+
 int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64_t sampling_vocab,
         int32_t sampling_repeats, bool json) {
   const auto start = std::chrono::steady_clock::now();
@@ -426,6 +473,22 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     print([&] { PrintRwkv7(rwkv7_rows, bandwidth, rwkv7); });
   }
 
+  // Qwen3.5: one model at a time, against the same bandwidth.
+  const Qwen35BenchOptions qwen35 = Qwen35OptionsFromFlags().value();
+  std::vector<Qwen35Row> qwen35_rows;
+  if (!qwen35.shapes.empty()) {
+    if (bandwidth.repeats == 0) {
+      std::cerr << "memory bandwidth" << std::endl;
+      bandwidth = MeasureMemoryBandwidth(rwkv7.bandwidth_bytes, /*repeats=*/9, rwkv7.device);
+    }
+    for (const std::string& shape : qwen35.shapes) {
+      for (const Rwkv7Format& format : qwen35.formats) {
+        qwen35_rows.push_back(MeasureQwen35(shape, format, qwen35, bandwidth));
+      }
+    }
+    print([&] { PrintQwen35(qwen35_rows, bandwidth, qwen35); });
+  }
+
   std::vector<SamplingRow> sampling;
   if (sampling_vocab > 0) {
     std::cerr << "sampling" << std::endl;
@@ -453,6 +516,7 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
   if (json) {
     nlohmann::json report = ToJson(machine, peak, options, decode, states, prefill, batched);
     if (!rwkv7.shapes.empty()) report["rwkv7"] = Rwkv7Json(rwkv7_rows, bandwidth, rwkv7);
+    if (!qwen35.shapes.empty()) report["qwen35"] = Qwen35Json(qwen35_rows, bandwidth, qwen35);
     if (sampling_vocab > 0) report["sampling"] = SamplingJson(sampling, sampling_vocab);
     if (!constraint_model.empty()) report["constraint"] = ConstraintJson(constraint);
     if (!quantized.empty()) report["quantized_products"] = QuantizedProductsJson(quantized);
@@ -481,7 +545,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<linserve::EngineBenchOptions> options = linserve::OptionsFromFlags();
   absl::StatusOr<linserve::Rwkv7BenchOptions> rwkv7 =
       options.ok() ? linserve::Rwkv7OptionsFromFlags(*options) : options.status();
-  if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty() &&
+  if (absl::StatusOr<linserve::Qwen35BenchOptions> qwen35 = linserve::Qwen35OptionsFromFlags();
+      !qwen35.ok()) {
+    std::cerr << qwen35.status().message() << std::endl;
+    return 2;
+  } else if (!qwen35->shapes.empty()) {
+    // A Qwen3.5 section alone is a run.
+  } else if (rwkv7.ok() && options->kinds.empty() && rwkv7->shapes.empty() &&
       absl::GetFlag(FLAGS_sampling_vocab) <= 0 && absl::GetFlag(FLAGS_constraint_model).empty() &&
       !absl::GetFlag(FLAGS_quantized_products)) {
     rwkv7 = absl::InvalidArgumentError(

@@ -2,6 +2,7 @@
 // of the layers below; `linserve --help` lists them.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/base/malloc_tuning.h"
+#include "engine/loader/serving_defaults.h"
 #include "engine/model/language_model.h"
 #include "server/common/auth.h"
 #include "server/grpc/connection_options.h"
@@ -151,19 +153,28 @@ ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
           "Bytes of state files the disk store may hold (files already there count); a save "
           "past it is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, session_ttl_seconds, 86400, "Idle sessions are deleted after this; 0 is never");
-ABSL_FLAG(int32_t, max_prompt_bytes, 16384,
+ABSL_FLAG(int32_t, max_prompt_bytes, -1,
           "UTF-8 bytes of one prompt (the request's size; it becomes at most as many tokens, "
-          "plus a BOS where the model takes one)");
-ABSL_FLAG(int64_t, max_context_tokens, 8192,
-          "Tokens one session's KV cache may hold, for the softmax baseline only (its state "
-          "grows 8 KiB a token at the default shape); 0 is no limit. Constant-state kinds have "
-          "none");
+          "plus a BOS where the model takes one); -1: per model, 16384, or 8 bytes per token "
+          "of --max_context_tokens for a model with a long context (Qwen3.5)");
+ABSL_FLAG(int64_t, max_context_tokens, -1,
+          "Tokens one session's KV cache may hold, for models whose state grows with the "
+          "position (the softmax baseline, Qwen3.5's attention layers); 0 is no limit, -1 per "
+          "model: 8192 for the softmax baseline, min(max_position_embeddings, 32768) for "
+          "Qwen3.5, halved until a session at that length fits in an eighth of the machine's "
+          "memory. Constant-state kinds have none");
+ABSL_FLAG(std::string, kv_dtype, "float32",
+          "The KV cache of Qwen3.5's attention layers: float32, or bfloat16 for half the bytes "
+          "per token (the state file says which; a state moves only between servers of the "
+          "same KV dtype)");
 ABSL_FLAG(int32_t, max_new_tokens_cap, 4096, "Upper bound of a request's max_new_tokens");
 ABSL_FLAG(int32_t, default_max_new_tokens, 256, "max_new_tokens of a request that sets 0");
 ABSL_FLAG(int32_t, max_stop_sequences, 8, "Stop sequences per request");
 ABSL_FLAG(int32_t, max_stop_bytes, 256, "Bytes of one stop sequence");
 ABSL_FLAG(int32_t, max_top_logprobs, 20, "Alternatives per token with logprobs on");
-ABSL_FLAG(int64_t, max_state_bytes, 64 << 20, "Bytes of one state file (import or store)");
+ABSL_FLAG(int64_t, max_state_bytes, -1,
+          "Bytes of one state file (import or store); -1: per model, 64 MiB, or a session's "
+          "state at --max_context_tokens where that is more (Qwen3.5)");
 ABSL_FLAG(int32_t, max_state_chunk_bytes, 64 << 10, "Bytes of one Export/ImportSession chunk");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "Largest gRPC message received");
 ABSL_FLAG(int64_t, max_open_streams, 1024,
@@ -266,8 +277,21 @@ absl::StatusOr<ConnectionOptions> ConnectionOptionsFromFlags() {
   return c;
 }
 
+// The machine's memory, for the per-model defaults.
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{8} << 30;
+}
+
 absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   ServiceOptions o;
+  // Limits left at -1 take the model's own defaults (read from its config.json).
+  absl::StatusOr<ServingDefaults> defaults =
+      ServingDefaultsForModel(absl::GetFlag(FLAGS_model), PhysicalMemoryBytes());
+  if (!defaults.ok()) return defaults.status();
+  auto per_model = [](int64_t flag, int64_t model_default) {
+    return flag == -1 ? model_default : flag;
+  };
   SchedulerOptions& s = o.scheduler;
   s.max_batch = absl::GetFlag(FLAGS_max_batch);
   s.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
@@ -277,10 +301,11 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
   s.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
-  s.max_state_bytes = absl::GetFlag(FLAGS_max_state_bytes);
+  s.max_state_bytes = per_model(absl::GetFlag(FLAGS_max_state_bytes), defaults->max_state_bytes);
   s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
   s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  s.max_context_tokens = absl::GetFlag(FLAGS_max_context_tokens);
+  s.max_context_tokens =
+      per_model(absl::GetFlag(FLAGS_max_context_tokens), defaults->max_context_tokens);
   s.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   s.prefix_cache_sightings = absl::GetFlag(FLAGS_prefix_cache_sightings);
   s.states_dir = absl::GetFlag(FLAGS_states_dir);
@@ -289,7 +314,8 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_state_upload_bytes = absl::GetFlag(FLAGS_max_state_upload_bytes);
   s.named_state_cache_bytes = absl::GetFlag(FLAGS_named_state_cache_bytes);
   RequestLimits& l = o.limits;
-  l.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  l.max_prompt_bytes = static_cast<int32_t>(
+      per_model(absl::GetFlag(FLAGS_max_prompt_bytes), defaults->max_prompt_bytes));
   l.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
   l.max_top_logprobs = absl::GetFlag(FLAGS_max_top_logprobs);
   l.max_cache_salt_bytes = absl::GetFlag(FLAGS_max_cache_salt_bytes);
@@ -572,6 +598,15 @@ int Serve() {
     if (absl::Status applied = ApplyDtypeFlag(dtype, load); !applied.ok()) {
       return Fail("bad_flags", applied);
     }
+  }
+  {
+    absl::StatusOr<torch::ScalarType> kv_dtype = ParseComputeDtype(absl::GetFlag(FLAGS_kv_dtype));
+    if (!kv_dtype.ok() || (*kv_dtype != torch::kFloat32 && *kv_dtype != torch::kBFloat16)) {
+      return Fail("bad_flags", absl::InvalidArgumentError(absl::StrCat(
+                                   "--kv_dtype = \"", absl::GetFlag(FLAGS_kv_dtype),
+                                   "\" is not float32 or bfloat16")));
+    }
+    load.kv_dtype = *kv_dtype;
   }
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<LanguageModel>> model =

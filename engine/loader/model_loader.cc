@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/language_model.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_model.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "engine/base/status_macros.h"
 #include "engine/transformer/transformer_model.h"
@@ -48,10 +50,23 @@ absl::StatusOr<nlohmann::json> ReadConfigJson(const std::filesystem::path& dir) 
 }
 
 // The "architecture" config.json names; the transformer's own config.json
-// (model_type "linserve") names none.
+// (model_type "linserve") names none. A Hugging Face config.json names its
+// family by model_type and architectures: Qwen3.5's is "qwen3_5"; any other
+// is refused by name rather than taken for the transformer.
 absl::StatusOr<std::string> ArchitectureOf(const nlohmann::json& config) {
+  if (IsQwen35Config(config)) return std::string("qwen3_5");
   auto it = config.find("architecture");
-  if (it == config.end()) return std::string("transformer");
+  if (it == config.end()) {
+    auto type = config.find("model_type");
+    const bool ours = type != config.end() && *type == "linserve";
+    if (!ours && (type != config.end() || config.contains("architectures"))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config: model_type ", type != config.end() ? type->dump() : "(none)",
+          " / architectures ", config.value("architectures", nlohmann::json()).dump(),
+          " is not a family linserve serves (known: qwen3_5, rwkv7, linserve's transformer)"));
+    }
+    return std::string("transformer");
+  }
   if (!it->is_string()) {
     return absl::InvalidArgumentError("config: 'architecture' must be a string");
   }
@@ -84,8 +99,13 @@ absl::StatusOr<std::unique_ptr<LanguageModel>> LanguageModel::Load(const std::st
                               Rwkv7Model::Load(path, json, options));
     return std::unique_ptr<LanguageModel>(std::move(model));
   }
+  if (architecture == "qwen3_5") {
+    LINSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model,
+                              Qwen35Model::Load(path, json, options));
+    return std::unique_ptr<LanguageModel>(std::move(model));
+  }
   return absl::InvalidArgumentError(absl::StrCat("model '", path, "': config.json names architecture '",
-                                                 architecture, "'; known: transformer, rwkv7"));
+                                                 architecture, "'; known: transformer, rwkv7, qwen3_5"));
 }
 
 }  // namespace linserve

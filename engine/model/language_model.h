@@ -47,6 +47,11 @@ struct LoadOptions {
   // Inputs per scale, 32 or 64; 0 picks the format's default
   // (DefaultQuantizationGroup).
   int64_t quantization_group = 0;
+  // The KV cache of the architectures that keep one beside their recurrent
+  // state (Qwen3.5's attention layers): float32, or bfloat16 for half the
+  // bytes. The state file records it, so a state moves only between servers
+  // of the same KV dtype.
+  torch::ScalarType kv_dtype = torch::kFloat32;
   // A Hugging Face tokenizer's bounds: its regexes' match and depth limits,
   // tokenizer.json's nesting, the pre-token cache (the server's flags).
   HfTokenizerOptions tokenizer;

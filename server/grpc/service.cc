@@ -203,6 +203,7 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   response->set_fingerprint(facts.fingerprint);
   response->set_attention_kind(facts.attention_kind);
   response->set_state_bytes_per_session(facts.state_bytes_per_session);
+  response->set_state_bytes_per_token(facts.state_bytes_per_token);
   response->set_vocab_size(static_cast<int32_t>(facts.vocab_size));
   response->set_device(facts.device);
   response->set_architecture(facts.architecture);

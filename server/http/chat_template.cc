@@ -34,6 +34,16 @@ ChatTemplate ChatTemplate::RwkvWorld() {
   return t;
 }
 
+ChatTemplate ChatTemplate::ChatMl() {
+  ChatTemplate t;
+  t.system_ = {"<|im_start|>system\n", "<|im_end|>\n"};
+  t.user_ = {"<|im_start|>user\n", "<|im_end|>\n"};
+  t.assistant_ = {"<|im_start|>assistant\n", "<|im_end|>\n"};
+  t.stop_ = {"<|im_end|>"};
+  t.source_ = "chatml";
+  return t;
+}
+
 ChatTemplate ChatTemplate::Plain() {
   ChatTemplate t;
   t.system_ = t.user_ = t.assistant_ = {"", "\n\n"};
@@ -123,7 +133,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_pat
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
     return Parse(text.str(), file.string());
   }
-  return architecture == "rwkv7" ? RwkvWorld() : Plain();
+  if (architecture == "rwkv7") return RwkvWorld();
+  if (architecture == "qwen3_5") return ChatMl();
+  return Plain();
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,

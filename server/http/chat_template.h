@@ -58,6 +58,9 @@ class ChatTemplate {
 
   // RWKV World/G1: "User: …\n\nAssistant: …\n\n".
   static ChatTemplate RwkvWorld();
+  // ChatML ("<|im_start|>user\n…<|im_end|>\n"): Qwen3.5's turns, until a model's own
+  // template is rendered; no tools.
+  static ChatTemplate ChatMl();
   // Texts separated by blank lines, no role names.
   static ChatTemplate Plain();
   // From chat_template.json's text; errors name the file and the field.

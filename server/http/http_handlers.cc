@@ -240,8 +240,13 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::str
                           {"architecture", facts.architecture},
                           {"tokenizer", facts.tokenizer},
                           {"state_bytes_per_session", facts.state_bytes_per_session},
+                          {"state_bytes_per_token", facts.state_bytes_per_token},
                           {"vocab_size", facts.vocab_size},
                           {"special_token_ranges", SpecialTokenRanges(facts)}};
+  // vLLM's name for the longest context a session may reach: set where the
+  // state grows with the position (--max_context_tokens).
+  const int64_t context = service_->options().scheduler.max_context_tokens;
+  if (facts.state_grows && context > 0) model["max_model_len"] = context;
   if (id.has_value()) return JsonAnswer(kMethod, model);
   return JsonAnswer(kMethod,
                     {{"object", "list"}, {"data", nlohmann::json::array({std::move(model)})}});

@@ -46,6 +46,7 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.weight_format = model.WeightFormatName();
   facts.device = model.device().str();
   facts.state_bytes_per_session = model.StateBytes(0);
+  facts.state_bytes_per_token = model.StateBytes(1) - model.StateBytes(0);
   const WeightFootprint weights = model.weight_footprint();
   facts.weight_elements = weights.elements;
   facts.weight_bytes = weights.bytes;

@@ -83,9 +83,10 @@ struct ModelFacts {
   std::string weight_format;  // "int8", "int4" or compute_dtype
   std::string device;
   int64_t state_bytes_per_session = 0;  // at position 0
+  int64_t state_bytes_per_token = 0;    // growth per token (a KV cache); 0 when constant
   int64_t weight_elements = 0;          // the weights' elements (parameters) as held
   int64_t weight_bytes = 0;             // and their bytes in memory
-  bool state_grows = false;             // the softmax baseline's KV cache
+  bool state_grows = false;             // a KV cache (softmax baseline, Qwen3.5)
   int64_t vocab_size = 0;               // rows of the logits
   bool adds_bos = false;                // a fresh state starts with BOS
   int64_t prefill_chunk_tokens = 0;     // L of the chunked prefill

@@ -1,0 +1,46 @@
+#include "engine/loader/serving_defaults.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/base/status_macros.h"
+#include "engine/model/state.h"
+#include "engine/qwen35/qwen35.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "nlohmann/json.hpp"
+
+namespace linserve {
+namespace {
+
+// The longest context a growing model gets by default: a long conversation
+// of the small Qwen3.5 models (32,768 tokens of the 0.8B shape are 768 MiB
+// of float32 KV cache).
+constexpr int64_t kDefaultLongContext = 32768;
+constexpr int64_t kMiB = int64_t{1} << 20;
+// UTF-8 bytes of prompt allowed per context token: text runs 3 to 5 bytes a
+// token, so a whole context's history fits in one stateless request.
+constexpr int64_t kPromptBytesPerToken = 8;
+
+}  // namespace
+
+absl::StatusOr<ServingDefaults> ServingDefaultsForModel(const std::string& model_path,
+                                                        int64_t memory_bytes) {
+  ServingDefaults defaults;
+  std::ifstream in(std::filesystem::path(model_path) / "config.json");
+  if (!in) return defaults;
+  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !IsQwen35Config(json)) return defaults;
+  LINSERVE_ASSIGN_OR_RETURN(Qwen35Config config, Qwen35ConfigFromJson(json));
+  const StateLayout layout(Qwen35StateSpecs(config, torch::kFloat32));
+  int64_t context = std::min(config.max_position_embeddings, kDefaultLongContext);
+  while (context > 2048 && StateBytes(layout, context) > memory_bytes / 8) context /= 2;
+  defaults.max_context_tokens = context;
+  defaults.max_state_bytes =
+      std::max(defaults.max_state_bytes, (StateBytes(layout, context) + kMiB) / kMiB * kMiB);
+  defaults.max_prompt_bytes =
+      std::max(defaults.max_prompt_bytes, kPromptBytesPerToken * context);
+  return defaults;
+}
+
+}  // namespace linserve

@@ -1,0 +1,253 @@
+#include "engine/qwen35/qwen35_cpu.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "engine/cpu/cpu_kernels.h"
+
+namespace linserve {
+namespace {
+
+// One session's Gated DeltaNet through T tokens (see GatedDeltaNetCpu).
+struct GdnSession {
+  const float* qkv;     // (T, C)
+  const float* z;       // (T, Hv dv)
+  const float* b;       // (T, Hv)
+  const float* a;       // (T, Hv)
+  float* conv_state;    // (K-1, C)
+  float* S;             // (Hv, dv, dk)
+  float* out;           // (T, Hv dv)
+};
+
+struct GdnWeights {
+  const float* conv;     // (C, K)
+  const float* A_log;    // (Hv)
+  const float* dt_bias;  // (Hv)
+  const float* norm;     // (dv)
+};
+
+#define QWEN35_TARGET
+#define QWEN35_FAMILY plain
+#define QWEN35_WIDE 0
+#include "engine/qwen35/qwen35_cpu_kernel.inc"
+#undef QWEN35_TARGET
+#undef QWEN35_FAMILY
+#undef QWEN35_WIDE
+
+#define QWEN35_TARGET __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define QWEN35_FAMILY avx512
+#define QWEN35_WIDE 1
+#include "engine/qwen35/qwen35_cpu_kernel.inc"
+#undef QWEN35_TARGET
+#undef QWEN35_FAMILY
+#undef QWEN35_WIDE
+
+bool Wide() { return ActiveCpuKernels() == CpuKernels::kAvx512; }
+
+const float* Data(const torch::Tensor& t) { return t.data_ptr<float>(); }
+
+// float32 to bfloat16, rounded to nearest even (the values are finite).
+uint16_t ToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Writes a float32 row into a cache of float32 or bfloat16.
+void Store(const float* row, int64_t n, float* cache) { std::memcpy(cache, row, n * sizeof(float)); }
+void Store(const float* row, int64_t n, uint16_t* cache) {
+  for (int64_t j = 0; j < n; ++j) cache[j] = ToBfloat16(row[j]);
+}
+
+void CheckFloat(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous(),
+              "Qwen3.5 CPU pass: '", name, "' must be a contiguous float32 CPU tensor, got ",
+              t.scalar_type(), " ", t.sizes());
+}
+
+// cos and sin of position `position`'s angles for the first `rotary` dims:
+// angle j = position theta^(-2j / rotary), j < rotary / 2, in float64.
+void RopeAngles(int64_t position, const GatedAttentionDims& d, float* cosines, float* sines) {
+  const int64_t half = d.rotary_dim / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const double inv_freq = std::pow(d.rope_theta, -2.0 * static_cast<double>(j) /
+                                                       static_cast<double>(d.rotary_dim));
+    const double angle = static_cast<double>(position) * inv_freq;
+    cosines[j] = static_cast<float>(std::cos(angle));
+    sines[j] = static_cast<float>(std::sin(angle));
+  }
+}
+
+}  // namespace
+
+torch::Tensor Qwen35RmsNormCpu(const torch::Tensor& x, const torch::Tensor& w, double eps,
+                               bool zero_centred) {
+  CheckFloat(x, "x");
+  CheckFloat(w, "w");
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  torch::Tensor y = torch::empty_like(x);
+  (Wide() ? avx512::RmsNormRows : plain::RmsNormRows)(Data(x), Data(w), y.data_ptr<float>(), rows,
+                                                      n, static_cast<float>(eps), zero_centred);
+  return y;
+}
+
+torch::Tensor SiluGateCpu(const torch::Tensor& gate, const torch::Tensor& up) {
+  CheckFloat(gate, "gate");
+  CheckFloat(up, "up");
+  TORCH_CHECK(gate.sizes() == up.sizes(), "SiluGateCpu: gate ", gate.sizes(), ", up ",
+              up.sizes());
+  torch::Tensor y = torch::empty_like(gate);
+  (Wide() ? avx512::SiluGateRows : plain::SiluGateRows)(Data(gate), Data(up),
+                                                        y.data_ptr<float>(), gate.numel());
+  return y;
+}
+
+torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
+                               const torch::Tensor& beta_logit, const torch::Tensor& a,
+                               const torch::Tensor& conv_weight, const torch::Tensor& A_log,
+                               const torch::Tensor& dt_bias, const torch::Tensor& norm_weight,
+                               torch::Tensor& conv_state, torch::Tensor& S, int64_t T,
+                               const GatedDeltaNetDims& d) {
+  for (const auto& [t, name] : {std::pair{&qkv, "qkv"}, {&z, "z"}, {&beta_logit, "b"}, {&a, "a"},
+                                {&conv_weight, "conv_weight"}, {&A_log, "A_log"},
+                                {&dt_bias, "dt_bias"}, {&norm_weight, "norm_weight"},
+                                {&conv_state, "conv_state"}, {&S, "S"}}) {
+    CheckFloat(*t, name);
+  }
+  const int64_t B = S.size(0), Hv = d.value_heads, dv = d.value_dim, dk = d.key_dim;
+  const int64_t C = 2 * d.key_heads * dk + Hv * dv;
+  TORCH_CHECK(Hv % d.key_heads == 0, "GatedDeltaNetCpu: ", Hv, " value heads over ",
+              d.key_heads, " key heads");
+  TORCH_CHECK(qkv.numel() == B * T * C && z.numel() == B * T * Hv * dv &&
+                  beta_logit.numel() == B * T * Hv && a.numel() == B * T * Hv &&
+                  conv_state.numel() == B * (d.kernel - 1) * C &&
+                  S.numel() == B * Hv * dv * dk && conv_weight.numel() == C * d.kernel,
+              "GatedDeltaNetCpu: shapes do not fit B ", B, ", T ", T);
+  torch::Tensor out = torch::empty({B * T, Hv * dv}, torch::kFloat32);
+  std::vector<float> scratch(C);
+  const GdnWeights weights{Data(conv_weight), Data(A_log), Data(dt_bias),
+                                   Data(norm_weight)};
+  for (int64_t b = 0; b < B; ++b) {
+    const GdnSession session{
+        Data(qkv) + b * T * C,
+        Data(z) + b * T * Hv * dv,
+        Data(beta_logit) + b * T * Hv,
+        Data(a) + b * T * Hv,
+        conv_state.data_ptr<float>() + b * (d.kernel - 1) * C,
+        S.data_ptr<float>() + b * Hv * dv * dk,
+        out.data_ptr<float>() + b * T * Hv * dv};
+    if (Wide()) {
+      avx512::GdnRun(session, weights, T, d, scratch.data());
+    } else {
+      plain::GdnRun(session, weights, T, d, scratch.data());
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// GatedAttentionCpu over a cache of `Cache` (float, or uint16_t holding
+// bfloat16 bits).
+template <typename Cache>
+void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::Tensor& v,
+                  const torch::Tensor& q_norm, const torch::Tensor& k_norm, Cache* K, Cache* V,
+                  int64_t capacity, const std::vector<int64_t>& positions, int64_t T,
+                  const GatedAttentionDims& d, torch::Tensor& out) {
+  const int64_t B = static_cast<int64_t>(positions.size());
+  const int64_t nH = d.heads, nKV = d.kv_heads, D = d.head_dim, group = nH / nKV;
+  const bool wide = Wide();
+  auto norm_row = wide ? avx512::RmsNormRow : plain::RmsNormRow;
+  auto rope = wide ? avx512::Rope : plain::Rope;
+  auto attend = wide ? avx512::AttendGroup<Cache> : plain::AttendGroup<Cache>;
+  const float eps = static_cast<float>(d.eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(group * D),
+      attended(group * D), row(D);
+  int64_t longest = 0;
+  for (int64_t p : positions) longest = std::max(longest, p + T);
+  std::vector<float> scores(group * longest);
+  for (int64_t b = 0; b < B; ++b) {
+    // The new keys and values first, so that each query sees its own token.
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = b * T + t, position = positions[b] + t;
+      RopeAngles(position, d, cosines.data(), sines.data());
+      for (int64_t h = 0; h < nKV; ++h) {
+        norm_row(Data(k) + (r * nKV + h) * D, Data(k_norm), row.data(), D, eps, true);
+        rope(row.data(), cosines.data(), sines.data(), d.rotary_dim);
+        Store(row.data(), D, K + ((b * nKV + h) * capacity + position) * D);
+        Store(Data(v) + (r * nKV + h) * D, D, V + ((b * nKV + h) * capacity + position) * D);
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = b * T + t, position = positions[b] + t;
+      RopeAngles(position, d, cosines.data(), sines.data());
+      for (int64_t kv = 0; kv < nKV; ++kv) {
+        // The group of query heads kv g .. kv g + g - 1 reads key/value head kv.
+        for (int64_t i = 0; i < group; ++i) {
+          const float* head = Data(qg) + (r * nH + kv * group + i) * 2 * D;  // query, gate
+          norm_row(head, Data(q_norm), queries.data() + i * D, D, eps, true);
+          rope(queries.data() + i * D, cosines.data(), sines.data(), d.rotary_dim);
+        }
+        attend(queries.data(), group, K + (b * nKV + kv) * capacity * D,
+               V + (b * nKV + kv) * capacity * D, position + 1, D, scale, scores.data(),
+               attended.data(), row.data());
+        for (int64_t i = 0; i < group; ++i) {
+          const int64_t h = kv * group + i;
+          const float* gate = Data(qg) + (r * nH + h) * 2 * D + D;
+          float* o = out.data_ptr<float>() + (r * nH + h) * D;
+          for (int64_t j = 0; j < D; ++j) {
+            o[j] = attended[i * D + j] * (1.0f / (1.0f + std::exp(-gate[j])));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& q_norm,
+                                const torch::Tensor& k_norm, torch::Tensor& keys,
+                                torch::Tensor& values, const std::vector<int64_t>& positions,
+                                int64_t T, const GatedAttentionDims& d) {
+  for (const auto& [t, name] : {std::pair{&qg, "qg"}, {&k, "k"}, {&v, "v"},
+                                {&q_norm, "q_norm"}, {&k_norm, "k_norm"}}) {
+    CheckFloat(*t, name);
+  }
+  TORCH_CHECK(keys.is_cpu() && keys.is_contiguous() && values.is_contiguous() &&
+                  keys.scalar_type() == values.scalar_type() &&
+                  (keys.scalar_type() == torch::kFloat32 ||
+                   keys.scalar_type() == torch::kBFloat16),
+              "GatedAttentionCpu: the cache must be contiguous float32 or bfloat16 on the CPU");
+  const int64_t B = static_cast<int64_t>(positions.size());
+  const int64_t nH = d.heads, nKV = d.kv_heads, D = d.head_dim;
+  const int64_t capacity = keys.size(2);
+  TORCH_CHECK(nH % nKV == 0 && qg.numel() == B * T * nH * 2 * D && k.numel() == B * T * nKV * D &&
+                  v.numel() == B * T * nKV * D && keys.size(0) == B && keys.size(1) == nKV &&
+                  keys.size(3) == D && values.sizes() == keys.sizes(),
+              "GatedAttentionCpu: shapes do not fit B ", B, ", T ", T);
+  int64_t longest = 0;
+  for (int64_t p : positions) longest = std::max(longest, p + T);
+  TORCH_CHECK(longest <= capacity, "GatedAttentionCpu: a cache of ", capacity,
+              " positions for position ", longest);
+  torch::Tensor out = torch::empty({B * T, nH * D}, torch::kFloat32);
+  if (keys.scalar_type() == torch::kFloat32) {
+    AttendCached(qg, k, v, q_norm, k_norm, keys.data_ptr<float>(), values.data_ptr<float>(),
+                 capacity, positions, T, d, out);
+  } else {
+    AttendCached(qg, k, v, q_norm, k_norm, static_cast<uint16_t*>(keys.data_ptr()),
+                 static_cast<uint16_t*>(values.data_ptr()), capacity, positions, T, d, out);
+  }
+  return out;
+}
+
+}  // namespace linserve
