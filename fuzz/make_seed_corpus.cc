@@ -473,6 +473,7 @@ void Qwen35Seeds(const fs::path& dir) {
   layer_type["text_config"]["layer_types"][1] = "sliding_attention";
   Write(dir, "config_unknown_layer_type", layer_type.dump());
   nlohmann::json heads = Qwen35HfConfigJson(mini, true);
+  heads["linear_num_key_heads"] = 2;
   heads["linear_num_value_heads"] = 3;
   Write(dir, "config_heads", heads.dump());
 }
