@@ -40,13 +40,15 @@ bool Verify(const std::string& dir) {
   for (const auto& [name, tensor] : checkpoint->weights) parameters += tensor.numel();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("verify: %zu tensors, %lld parameters in %lld shards (%.1f s); skipped %lld "
-              "model.visual.*, %lld mtp.*; eos ids",
-              checkpoint->weights.size(), static_cast<long long>(parameters),
-              static_cast<long long>(checkpoint->shards), seconds,
-              static_cast<long long>(checkpoint->skipped_visual),
-              static_cast<long long>(checkpoint->skipped_mtp));
-  for (int64_t id : checkpoint->config.eos_token_ids) std::printf(" %lld", static_cast<long long>(id));
+  std::printf(
+      "verify: %zu tensors, %lld parameters in %lld shards (%.1f s); skipped %lld "
+      "model.visual.*, %lld mtp.*; eos ids",
+      checkpoint->weights.size(), static_cast<long long>(parameters),
+      static_cast<long long>(checkpoint->shards), seconds,
+      static_cast<long long>(checkpoint->skipped_visual),
+      static_cast<long long>(checkpoint->skipped_mtp));
+  for (int64_t id : checkpoint->config.eos_token_ids)
+    std::printf(" %lld", static_cast<long long>(id));
   std::printf("\n");
   absl::StatusOr<linserve::Tokenizer> tokenizer = linserve::LoadHfTokenizerDirectory(
       dir, checkpoint->config.vocab_size, linserve::HfTokenizerOptions());

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -54,8 +54,7 @@ absl::Status MergeGenerationConfig(const fs::path& dir, Qwen35Config* config) {
                             ReadJsonFile(dir / kGenerationConfigFile, kGenerationConfigFile));
   if (!json.has_value()) return absl::OkStatus();
   if (!json->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kGenerationConfigFile, ": not a JSON object"));
+    return absl::InvalidArgumentError(absl::StrCat(kGenerationConfigFile, ": not a JSON object"));
   }
   auto it = json->find("eos_token_id");
   if (it == json->end() || it->is_null()) return absl::OkStatus();
@@ -142,8 +141,8 @@ absl::StatusOr<std::string> Qwen35ShardPath(const std::string& dir, std::string_
   const fs::path resolved = fs::canonical(path, ec);
   if (ec) return absl::NotFoundError(absl::StrCat(quoted, ": ", ec.message()));
   if (!IsInside(resolved, root) && !IsHubCacheBlob(resolved, root)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        quoted, " resolves to '", resolved.string(), "', outside the model directory"));
+    return absl::InvalidArgumentError(absl::StrCat(quoted, " resolves to '", resolved.string(),
+                                                   "', outside the model directory"));
   }
   if (!fs::is_regular_file(resolved, ec)) {
     return absl::InvalidArgumentError(absl::StrCat(quoted, " is not a regular file"));
@@ -193,8 +192,8 @@ absl::Status CheckQwen35Tensors(TensorMap tensors, const std::map<std::string, s
     auto shape = shapes.find(canonical);
     if (canonical.empty() || (canonical == "lm_head.weight" && name != "lm_head.weight") ||
         shape == shapes.end()) {
-      errors.push_back(absl::StrCat("unexpected tensor '", name, "' ",
-                                    ShapeString(tensor.sizes()), where));
+      errors.push_back(
+          absl::StrCat("unexpected tensor '", name, "' ", ShapeString(tensor.sizes()), where));
       continue;
     }
     const at::ScalarType dtype = tensor.scalar_type();
@@ -221,8 +220,8 @@ absl::Status CheckQwen35Tensors(TensorMap tensors, const std::map<std::string, s
     if (out->weights.count(canonical)) continue;
     const std::string name = file_name(canonical);
     if (tensors.count(name)) continue;  // present, reported above
-    missing.push_back(absl::StrCat("missing tensor '", name, "' (expected shape ",
-                                   ShapeString(shape), ")"));
+    missing.push_back(
+        absl::StrCat("missing tensor '", name, "' (expected shape ", ShapeString(shape), ")"));
   }
   errors.insert(errors.begin(), missing.begin(), missing.end());
   if (errors.empty()) return absl::OkStatus();
@@ -242,16 +241,18 @@ absl::StatusOr<Qwen35Checkpoint> ReadQwen35Checkpoint(const std::string& dir,
 
   // Which files hold which tensors (transformers' order: a single
   // model.safetensors first, then the index).
-  std::map<std::string, std::set<std::string>> by_shard;  // shard -> names; empty: whatever it holds
+  std::map<std::string, std::set<std::string>>
+      by_shard;  // shard -> names; empty: whatever it holds
   std::error_code ec;
-  if (fs::exists(fs::path(dir) / kSingleFile, ec) || fs::is_symlink(fs::path(dir) / kSingleFile, ec)) {
+  if (fs::exists(fs::path(dir) / kSingleFile, ec) ||
+      fs::is_symlink(fs::path(dir) / kSingleFile, ec)) {
     by_shard[kSingleFile];
   } else {
     LINSERVE_ASSIGN_OR_RETURN(std::optional<nlohmann::json> index,
                               ReadJsonFile(fs::path(dir) / kIndexFile, kIndexFile));
     if (!index.has_value()) {
-      return absl::NotFoundError(absl::StrCat("'", dir, "' holds neither ", kSingleFile, " nor ",
-                                              kIndexFile));
+      return absl::NotFoundError(
+          absl::StrCat("'", dir, "' holds neither ", kSingleFile, " nor ", kIndexFile));
     }
     auto map = index->is_object() ? index->find("weight_map") : index->end();
     if (!index->is_object() || map == index->end() || !map->is_object() || map->empty()) {
@@ -260,8 +261,8 @@ absl::StatusOr<Qwen35Checkpoint> ReadQwen35Checkpoint(const std::string& dir,
     }
     for (const auto& [name, shard] : map->items()) {
       if (!shard.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(kIndexFile, ": weight_map['", name,
-                                                       "'] is not a file name"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(kIndexFile, ": weight_map['", name, "'] is not a file name"));
       }
       by_shard[shard.get<std::string>()].insert(name);
     }
@@ -273,8 +274,8 @@ absl::StatusOr<Qwen35Checkpoint> ReadQwen35Checkpoint(const std::string& dir,
     absl::StatusOr<std::string> path = Qwen35ShardPath(dir, shard);
     if (!path.ok()) {
       return absl::Status(path.status().code(),
-                          absl::StrCat(names.empty() ? dir : std::string(kIndexFile),
-                                       ": ", path.status().message()));
+                          absl::StrCat(names.empty() ? dir : std::string(kIndexFile), ": ",
+                                       path.status().message()));
     }
     absl::StatusOr<SafetensorsContents> contents = ReadSafetensorsFile(*path);
     if (!contents.ok()) {

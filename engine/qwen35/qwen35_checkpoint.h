@@ -20,12 +20,12 @@ namespace linserve {
 
 struct Qwen35Checkpoint {
   Qwen35Config config;
-  TensorMap weights;             // canonical names (qwen35_config.h), BF16/F16/F32 as stored
-  int64_t skipped_visual = 0;    // model.visual.* tensors skipped
-  int64_t skipped_mtp = 0;       // mtp.* tensors skipped
-  int64_t skipped_tied_head = 0; // lm_head.weight of a tied model, ignored (0 or 1)
-  std::string prefix;            // "model.language_model." or "model." (text-only exports)
-  int64_t shards = 0;            // safetensors files read
+  TensorMap weights;              // canonical names (qwen35_config.h), BF16/F16/F32 as stored
+  int64_t skipped_visual = 0;     // model.visual.* tensors skipped
+  int64_t skipped_mtp = 0;        // mtp.* tensors skipped
+  int64_t skipped_tied_head = 0;  // lm_head.weight of a tied model, ignored (0 or 1)
+  std::string prefix;             // "model.language_model." or "model." (text-only exports)
+  int64_t shards = 0;             // safetensors files read
 };
 
 // Reads the model directory `dir`, whose parsed config.json is `config_json`.

@@ -15,10 +15,10 @@ namespace {
 
 // Bounds that keep every product of sizes far from int64 overflow (a hostile
 // config.json must not wrap a shape around) while admitting any real model.
-constexpr int64_t kMaxWidth = int64_t{1} << 20;   // hidden, intermediate, heads x dims
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, intermediate, heads x dims
 constexpr int64_t kMaxHeads = 4096;
 constexpr int64_t kMaxHeadDim = 4096;
-constexpr int64_t kMaxVocab = int64_t{1} << 24;   // the tokenizer's bound too
+constexpr int64_t kMaxVocab = int64_t{1} << 24;  // the tokenizer's bound too
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxConvKernel = 64;
 constexpr int64_t kMaxPositions = int64_t{1} << 30;
@@ -110,11 +110,10 @@ absl::Status AddEosIds(const Fields& fields, const std::string& key, int64_t voc
     items.push_back(*v);
   }
   for (const nlohmann::json& item : items) {
-    if (!item.is_number_integer() || item.get<int64_t>() < 0 ||
-        item.get<int64_t>() >= vocab_size) {
-      return fields.Error(key, absl::StrCat("(", v->dump(),
-                                            ") is not a token id or a list of token ids in [0, ",
-                                            vocab_size, ")"));
+    if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() >= vocab_size) {
+      return fields.Error(
+          key, absl::StrCat("(", v->dump(), ") is not a token id or a list of token ids in [0, ",
+                            vocab_size, ")"));
     }
     if (std::find(ids->begin(), ids->end(), item.get<int64_t>()) == ids->end()) {
       ids->push_back(item.get<int64_t>());
@@ -158,8 +157,7 @@ bool Qwen35Config::operator==(const Qwen35Config& o) const {
 bool IsQwen35Config(const nlohmann::json& json) {
   if (!json.is_object()) return false;
   auto type = json.find("model_type");
-  if (type != json.end() && type->is_string() &&
-      (*type == "qwen3_5" || *type == "qwen3_5_text")) {
+  if (type != json.end() && type->is_string() && (*type == "qwen3_5" || *type == "qwen3_5_text")) {
     return true;
   }
   auto architectures = json.find("architectures");
@@ -195,11 +193,9 @@ absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json) {
   LINSERVE_ASSIGN_OR_RETURN(c.num_key_value_heads, f.Size("num_key_value_heads", kMaxHeads));
   LINSERVE_ASSIGN_OR_RETURN(c.head_dim, f.Size("head_dim", kMaxHeadDim));
   LINSERVE_ASSIGN_OR_RETURN(c.linear_num_key_heads, f.Size("linear_num_key_heads", kMaxHeads));
-  LINSERVE_ASSIGN_OR_RETURN(c.linear_num_value_heads,
-                            f.Size("linear_num_value_heads", kMaxHeads));
+  LINSERVE_ASSIGN_OR_RETURN(c.linear_num_value_heads, f.Size("linear_num_value_heads", kMaxHeads));
   LINSERVE_ASSIGN_OR_RETURN(c.linear_key_head_dim, f.Size("linear_key_head_dim", kMaxHeadDim));
-  LINSERVE_ASSIGN_OR_RETURN(c.linear_value_head_dim,
-                            f.Size("linear_value_head_dim", kMaxHeadDim));
+  LINSERVE_ASSIGN_OR_RETURN(c.linear_value_head_dim, f.Size("linear_value_head_dim", kMaxHeadDim));
   LINSERVE_ASSIGN_OR_RETURN(c.linear_conv_kernel_dim,
                             f.SizeOr("linear_conv_kernel_dim", 4, kMaxConvKernel));
   LINSERVE_ASSIGN_OR_RETURN(c.max_position_embeddings,
@@ -223,14 +219,14 @@ absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json) {
   if (!gate) return f.Error("attn_output_gate", "(false) is not supported");
   if (const nlohmann::json* mlp_only = f.Find("mlp_only_layers")) {
     if (!mlp_only->is_array() || !mlp_only->empty()) {
-      return f.Error("mlp_only_layers", absl::StrCat("(", mlp_only->dump(),
-                                                     ") is not supported (expected [])"));
+      return f.Error("mlp_only_layers",
+                     absl::StrCat("(", mlp_only->dump(), ") is not supported (expected [])"));
     }
   }
   for (const char* moe : {"num_experts", "num_experts_per_tok"}) {
     if (const nlohmann::json* v = f.Find(moe); v != nullptr && !(v->is_number() && *v == 0)) {
-      return f.Error(moe, absl::StrCat("(", v->dump(),
-                                       ") is not supported (a mixture of experts)"));
+      return f.Error(moe,
+                     absl::StrCat("(", v->dump(), ") is not supported (a mixture of experts)"));
     }
   }
 
@@ -240,8 +236,8 @@ absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json) {
   if (rope != nullptr && !rope->is_object()) {
     return f.Error("rope_parameters", "is not a JSON object");
   }
-  const Fields rope_fields = rope != nullptr ? Fields(*rope, f.Name("rope_parameters."))
-                                             : Fields(f.json(), f.Name(""));
+  const Fields rope_fields =
+      rope != nullptr ? Fields(*rope, f.Name("rope_parameters.")) : Fields(f.json(), f.Name(""));
   if (rope != nullptr) {
     LINSERVE_RETURN_IF_ERROR(rope_fields.StringIn("rope_type", {"default"}));
   }
@@ -263,8 +259,8 @@ absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json) {
   if (rotary < 2 || rotary % 2 != 0) {
     return rope_fields.Error(
         "partial_rotary_factor",
-        absl::StrCat("(", c.partial_rotary_factor, ") times head_dim (", c.head_dim,
-                     ") gives ", rotary, " rotary dimensions, not a positive even number"));
+        absl::StrCat("(", c.partial_rotary_factor, ") times head_dim (", c.head_dim, ") gives ",
+                     rotary, " rotary dimensions, not a positive even number"));
   }
 
   // Heads that divide, widths inside the bounds.
@@ -285,8 +281,7 @@ absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json) {
       {"linear_num_value_heads", c.value_dim()}};
   for (const auto& [key, width] : widths) {
     if (width > kMaxWidth) {
-      return f.Error(key, absl::StrCat("gives a projection of ", width, " rows, over ",
-                                       kMaxWidth));
+      return f.Error(key, absl::StrCat("gives a projection of ", width, " rows, over ", kMaxWidth));
     }
   }
 

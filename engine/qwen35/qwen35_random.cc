@@ -113,7 +113,7 @@ constexpr char kMergeText[] =
     "def main():\n    print(\"hello, world\")\n    return 0\n";
 
 struct Vocabulary {
-  std::vector<std::string> tokens;                       // by id
+  std::vector<std::string> tokens;  // by id
   std::vector<std::pair<std::string, std::string>> merges;
 };
 
@@ -203,9 +203,7 @@ struct Entry {
   }
 };
 
-const char* DtypeName(at::ScalarType dtype) {
-  return dtype == at::kFloat ? "F32" : "BF16";
-}
+const char* DtypeName(at::ScalarType dtype) { return dtype == at::kFloat ? "F32" : "BF16"; }
 
 class ShardWriter {
  public:
@@ -226,14 +224,16 @@ class ShardWriter {
     out_.write(reinterpret_cast<const char*>(length), 8);
     out_ << text;
     path_ = path;
-    return out_ ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path.string()));
+    return out_ ? absl::OkStatus()
+                : absl::InternalError(absl::StrCat("cannot write ", path.string()));
   }
   void Write(const torch::Tensor& t) {
     out_.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
   }
   absl::Status Close() {
     out_.close();
-    return out_ ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path_.string()));
+    return out_ ? absl::OkStatus()
+                : absl::InternalError(absl::StrCat("cannot write ", path_.string()));
   }
 
  private:
@@ -260,14 +260,18 @@ TensorMap RandomQwen35Weights(const Qwen35Config& c, uint64_t seed) {
 
 const std::vector<Qwen35AddedToken>& Qwen35AddedTokens() {
   static const std::vector<Qwen35AddedToken> kTokens = {
-      {"<|endoftext|>", true},      {"<|im_start|>", true},       {"<|im_end|>", true},
-      {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
-      {"<|box_end|>", true},        {"<|quad_start|>", true},     {"<|quad_end|>", true},
-      {"<|vision_start|>", true},   {"<|vision_end|>", true},     {"<|vision_pad|>", true},
-      {"<|image_pad|>", true},      {"<|video_pad|>", true},      {"<tool_call>", false},
-      {"</tool_call>", false},      {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
-      {"<|fim_suffix|>", false},    {"<|fim_pad|>", false},       {"<|repo_name|>", false},
-      {"<|file_sep|>", false},      {"<tool_response>", false},   {"</tool_response>", false},
+      {"<|endoftext|>", true},      {"<|im_start|>", true},
+      {"<|im_end|>", true},         {"<|object_ref_start|>", true},
+      {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+      {"<|box_end|>", true},        {"<|quad_start|>", true},
+      {"<|quad_end|>", true},       {"<|vision_start|>", true},
+      {"<|vision_end|>", true},     {"<|vision_pad|>", true},
+      {"<|image_pad|>", true},      {"<|video_pad|>", true},
+      {"<tool_call>", false},       {"</tool_call>", false},
+      {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
+      {"<|fim_suffix|>", false},    {"<|fim_pad|>", false},
+      {"<|repo_name|>", false},     {"<|file_sep|>", false},
+      {"<tool_response>", false},   {"</tool_response>", false},
       {"<think>", false},           {"</think>", false}};
   return kTokens;
 }
@@ -422,8 +426,9 @@ nlohmann::json Qwen35TokenizerConfigJson(const Qwen35Config& c) {
   const std::vector<Qwen35AddedToken>& tokens = Qwen35AddedTokens();
   for (size_t i = 0; i < tokens.size(); ++i) {
     decoder[std::to_string(first + static_cast<int64_t>(i))] = {
-        {"content", tokens[i].content}, {"lstrip", false},          {"normalized", false},
-        {"rstrip", false},              {"single_word", false},     {"special", tokens[i].special}};
+        {"content", tokens[i].content}, {"lstrip", false},
+        {"normalized", false},          {"rstrip", false},
+        {"single_word", false},         {"special", tokens[i].special}};
   }
   return {{"add_bos_token", false},
           {"add_prefix_space", false},
@@ -535,13 +540,10 @@ absl::Status WriteRandomQwen35Directory(const Qwen35Config& c, const std::string
 
   const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                                 {"weight_map", weight_map}};
-  const nlohmann::json generation = {{"bos_token_id", first},
-                                     {"do_sample", true},
-                                     {"eos_token_id", {first + 2, first}},
-                                     {"pad_token_id", first},
-                                     {"temperature", 0.7},
-                                     {"top_k", 20},
-                                     {"top_p", 0.8}};
+  const nlohmann::json generation = {
+      {"bos_token_id", first}, {"do_sample", true},  {"eos_token_id", {first + 2, first}},
+      {"pad_token_id", first}, {"temperature", 0.7}, {"top_k", 20},
+      {"top_p", 0.8}};
   std::vector<std::pair<std::string, std::string>> files = {
       {"config.json", Qwen35HfConfigJson(c, options.flat_config).dump(2)},
       {"generation_config.json", generation.dump(2)},

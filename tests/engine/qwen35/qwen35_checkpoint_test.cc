@@ -133,10 +133,9 @@ TEST(Qwen35ConfigTest, LayerTypesOrTheInterval) {
   absl::StatusOr<Qwen35Config> c = Qwen35ConfigFromJson(json);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->layer_types,
-            (std::vector<Qwen35LayerKind>{Qwen35LayerKind::kLinearAttention,
-                                          Qwen35LayerKind::kFullAttention,
-                                          Qwen35LayerKind::kLinearAttention,
-                                          Qwen35LayerKind::kFullAttention}));
+            (std::vector<Qwen35LayerKind>{
+                Qwen35LayerKind::kLinearAttention, Qwen35LayerKind::kFullAttention,
+                Qwen35LayerKind::kLinearAttention, Qwen35LayerKind::kFullAttention}));
   json["text_config"].erase("full_attention_interval");  // transformers' default: 4
   c = Qwen35ConfigFromJson(json);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -195,8 +194,7 @@ TEST(Qwen35ConfigTest, RefusesBadFieldsByName) {
       {"layer type",
        [](nlohmann::json& j) { j["text_config"]["layer_types"][2] = "sliding_attention"; },
        "text_config.layer_types[2] (\"sliding_attention\") is not a known layer type"},
-      {"layer count",
-       [](nlohmann::json& j) { j["text_config"]["layer_types"].erase(0); },
+      {"layer count", [](nlohmann::json& j) { j["text_config"]["layer_types"].erase(0); },
        "text_config.layer_types is not a list of num_hidden_layers (4)"},
       {"zero size", [](nlohmann::json& j) { j["text_config"]["hidden_size"] = 0; },
        "text_config.hidden_size (0) is not an integer in [1,"},
@@ -206,11 +204,13 @@ TEST(Qwen35ConfigTest, RefusesBadFieldsByName) {
        "text_config.vocab_size (\"512\") is not an integer"},
       {"huge", [](nlohmann::json& j) { j["text_config"]["intermediate_size"] = int64_t{1} << 40; },
        "text_config.intermediate_size (1099511627776)"},
-      {"rotary", [](nlohmann::json& j) {
-         j["text_config"]["rope_parameters"]["partial_rotary_factor"] = 0.3; },
+      {"rotary",
+       [](nlohmann::json& j) {
+         j["text_config"]["rope_parameters"]["partial_rotary_factor"] = 0.3;
+       },
        "text_config.rope_parameters.partial_rotary_factor (0.3) times head_dim (32) gives 9"},
-      {"rope type", [](nlohmann::json& j) {
-         j["text_config"]["rope_parameters"]["rope_type"] = "yarn"; },
+      {"rope type",
+       [](nlohmann::json& j) { j["text_config"]["rope_parameters"]["rope_type"] = "yarn"; },
        "text_config.rope_parameters.rope_type (\"yarn\") is not supported"},
       {"theta", [](nlohmann::json& j) { j["text_config"]["rope_parameters"]["rope_theta"] = -1; },
        "text_config.rope_parameters.rope_theta (-1)"},
@@ -224,7 +224,10 @@ TEST(Qwen35ConfigTest, RefusesBadFieldsByName) {
        "text_config.num_experts (8) is not supported"},
       {"eos", [](nlohmann::json& j) { j["text_config"]["eos_token_id"] = 512; },
        "text_config.eos_token_id (512) is not a token id"},
-      {"eos list", [](nlohmann::json& j) { j["eos_token_id"] = {1, "2"}; },
+      {"eos list",
+       [](nlohmann::json& j) {
+         j["eos_token_id"] = {1, "2"};
+       },
        "config.json: eos_token_id ([1,\"2\"]) is not a token id"},
       {"model type", [](nlohmann::json& j) { j["model_type"] = "llama"; },
        "config.json: model_type (\"llama\") is not supported"},
@@ -250,6 +253,62 @@ TEST(Qwen35ConfigTest, RefusesBadFieldsByName) {
                         "linear_num_key_heads (2)"));
   EXPECT_THAT(Qwen35ConfigFromJson(nlohmann::json::array()).status().message(),
               HasSubstr("not a JSON object"));
+}
+
+// ---------------------------------------------------------------------------
+// Random weights
+
+TEST(Qwen35RandomTest, DeterministicInTheSeed) {
+  const TensorMap a = RandomQwen35Weights(Tiny(), 1);
+  const TensorMap b = RandomQwen35Weights(Tiny(), 1);
+  const TensorMap c = RandomQwen35Weights(Tiny(), 2);
+  ASSERT_EQ(a.size(), Qwen35TensorShapes(Tiny()).size());
+  for (const auto& [name, tensor] : a) {
+    EXPECT_EQ(tensor.scalar_type(), torch::kFloat32) << name;
+    EXPECT_EQ(tensor.sizes(), at::IntArrayRef(Qwen35TensorShapes(Tiny()).at(name))) << name;
+    EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name;
+    EXPECT_FALSE(torch::equal(tensor, c.at(name))) << name;
+  }
+}
+
+// The scales RandomQwen35Weights promises.
+TEST(Qwen35RandomTest, ScalesAsDocumented) {
+  Qwen35Config config = Tiny();
+  const TensorMap w = RandomQwen35Weights(config, 1);
+  torch::manual_seed(0);
+  // Zero-centred norms small but not zero; the GDN output norm around one.
+  for (const auto& [name, t] : w) {
+    if (t.dim() != 1 || name.find("linear_attn.") != std::string::npos) continue;
+    EXPECT_LE(t.abs().max().item<float>(), 0.25f) << name;
+    EXPECT_GT(t.abs().mean().item<float>(), 0.05f) << name;
+  }
+  const at::Tensor gdn_norm = w.at("layers.0.linear_attn.norm.weight");
+  EXPECT_GE(gdn_norm.min().item<float>(), 0.7f);
+  EXPECT_LE(gdn_norm.max().item<float>(), 1.3f);
+  // Logits of a normalised hidden state through the tied embedding: std about 8.
+  const at::Tensor h = torch::randn({256, 64});
+  const at::Tensor hn = h / h.pow(2).mean(-1, true).sqrt() * (1 + w.at("norm.weight"));
+  const double logit_std = hn.matmul(w.at("embed_tokens.weight").t()).std().item<double>();
+  EXPECT_GT(logit_std, 6.0);
+  EXPECT_LT(logit_std, 10.0);
+  // Decays exp(g) spread over (0, 1), g = -exp(A_log) softplus(a + dt_bias).
+  std::vector<at::Tensor> decays;
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string b = "layers." + std::to_string(layer) + ".linear_attn.";
+    const at::Tensor a = torch::randn({1000, 64}).matmul(w.at(b + "in_proj_a.weight").t());
+    const at::Tensor g = -w.at(b + "A_log").exp() * torch::softplus(a + w.at(b + "dt_bias"));
+    decays.push_back(g.exp().flatten());
+  }
+  const at::Tensor decay = torch::cat(decays);
+  EXPECT_LT(decay.min().item<float>(), 0.05f);
+  EXPECT_GT(decay.max().item<float>(), 0.98f);
+  EXPECT_LT(decay.quantile(0.25).item<float>(), 0.6f);
+  EXPECT_GT(decay.quantile(0.75).item<float>(), 0.8f);
+  // An untied model: an embedding of std 1 and a head of std 8 / sqrt(H).
+  config.tie_word_embeddings = false;
+  const TensorMap untied = RandomQwen35Weights(config, 1);
+  EXPECT_NEAR(untied.at("embed_tokens.weight").std().item<double>(), 1.0, 0.05);
+  EXPECT_NEAR(untied.at("lm_head.weight").std().item<double>(), 1.0, 0.05);
 }
 
 // ---------------------------------------------------------------------------
@@ -532,9 +591,9 @@ TEST_F(Qwen35CheckpointTest, RefusesASymlinkedShardLeadingOut) {
     if (shard == kShard2) shard = std::string("linked/") + kShard2;
   }
   WriteJson(dir / kIndex, index);
-  ExpectRefused(dir, absl::StatusCode::kInvalidArgument,
-                {std::string("shard 'linked/") + kShard2 + "' resolves to",
-                 "outside the model directory"});
+  ExpectRefused(
+      dir, absl::StatusCode::kInvalidArgument,
+      {std::string("shard 'linked/") + kShard2 + "' resolves to", "outside the model directory"});
 }
 
 TEST_F(Qwen35CheckpointTest, RefusesASymlinkedSingleFileLeadingOut) {
@@ -589,8 +648,9 @@ TEST_F(Qwen35CheckpointTest, RefusesAnExtraTensor) {
 TEST_F(Qwen35CheckpointTest, RefusesAWrongShape) {
   const fs::path dir = Write(Tiny());
   const std::string shard =
-      EditTensor(dir, "model.language_model.layers.0.linear_attn.conv1d.weight",
-                 [](at::Tensor& w) { w = torch::zeros({128, 4}); });
+      EditTensor(dir, "model.language_model.layers.0.linear_attn.conv1d.weight", [](at::Tensor& w) {
+        w = torch::zeros({128, 4});
+      });
   ExpectRefused(dir, absl::StatusCode::kInvalidArgument,
                 {"tensor 'model.language_model.layers.0.linear_attn.conv1d.weight' in " + shard +
                  " has shape [128, 4], expected [128, 1, 4]"});
@@ -599,8 +659,9 @@ TEST_F(Qwen35CheckpointTest, RefusesAWrongShape) {
 TEST_F(Qwen35CheckpointTest, RefusesTiledShapesOfUngroupedHeads) {
   // A file written for Hv = Hk (e.g. value heads tiled away) against the config's Hv.
   const fs::path dir = Write(Tiny());
-  EditTensor(dir, "model.language_model.layers.0.linear_attn.in_proj_b.weight",
-             [](at::Tensor& w) { w = torch::zeros({2, 64}, torch::kBFloat16); });
+  EditTensor(dir, "model.language_model.layers.0.linear_attn.in_proj_b.weight", [](at::Tensor& w) {
+    w = torch::zeros({2, 64}, torch::kBFloat16);
+  });
   ExpectRefused(dir, absl::StatusCode::kInvalidArgument,
                 {"'model.language_model.layers.0.linear_attn.in_proj_b.weight'",
                  "has shape [2, 64], expected [4, 64]"});
@@ -617,9 +678,9 @@ TEST_F(Qwen35CheckpointTest, RefusesALayerTypeTheTensorsContradict) {
   // config.json says layer 0 is full attention; the file holds a GDN layer.
   const fs::path dir = Write(Tiny());
   EditConfig(dir, [](nlohmann::json& j) { j["text_config"]["layer_types"][0] = "full_attention"; });
-  ExpectRefused(dir, absl::StatusCode::kInvalidArgument,
-                {"missing tensor 'model.language_model.layers.0.self_attn.k_norm.weight'",
-                 "; and 10 more"});
+  ExpectRefused(
+      dir, absl::StatusCode::kInvalidArgument,
+      {"missing tensor 'model.language_model.layers.0.self_attn.k_norm.weight'", "; and 10 more"});
 }
 
 TEST_F(Qwen35CheckpointTest, RefusesANaN) {
@@ -707,7 +768,7 @@ TEST_F(Qwen35CheckpointTest, TinyTokenizerLoads) {
   EXPECT_EQ(ids->front(), 449);  // <|im_start|>, no BOS before it
   EXPECT_EQ(ids->back(), 473);   // </think>
   EXPECT_NE(std::find(ids->begin(), ids->end(), 450), ids->end());  // <|im_end|>
-  EXPECT_LT(ids->size(), text.size() / 2);  // the merges do work
+  EXPECT_LT(ids->size(), text.size() / 2);                          // the merges do work
   EXPECT_EQ(tokenizer->Decode(*ids, /*skip_special=*/false), text);
   // Both ends of a turn stop generation.
   EXPECT_EQ(tokenizer->eos_ids(), (std::vector<int64_t>{448, 450}));
