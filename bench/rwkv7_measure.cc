@@ -188,7 +188,7 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
   }
   {
     Progress(shape, format, "32-row product rate");
-    Rwkv7Linear& key = module->blocks->at<Rwkv7BlockImpl>(0).ffn->key;
+    WeightMatrix& key = module->blocks->at<Rwkv7BlockImpl>(0).ffn->key;
     const torch::Tensor x = torch::randn({32, 1, config.d_model}, torch::TensorOptions(device));
     key->forward(x);
     std::vector<double> rates;

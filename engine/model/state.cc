@@ -64,20 +64,24 @@ std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
 }  // namespace
 
 bool StateLayout::Grows() const {
-  for (const StateTensorSpec& spec : layer) {
-    if (std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end()) return true;
+  for (const std::vector<StateTensorSpec>& specs : layers_) {
+    for (const StateTensorSpec& spec : specs) {
+      if (std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end()) return true;
+    }
   }
   return false;
 }
 
 int64_t StateBytes(const StateLayout& layout, int64_t position) {
   int64_t bytes = 0;
-  for (const StateTensorSpec& spec : layout.layer) {
-    int64_t numel = 1;
-    for (int64_t dim : ShapeAt(spec, position)) numel *= dim;
-    bytes += numel * static_cast<int64_t>(c10::elementSize(spec.dtype));
+  for (int64_t layer = 0; layer < layout.n_layers(); ++layer) {
+    for (const StateTensorSpec& spec : layout.layer(layer)) {
+      int64_t numel = 1;
+      for (int64_t dim : ShapeAt(spec, position)) numel *= dim;
+      bytes += numel * static_cast<int64_t>(c10::elementSize(spec.dtype));
+    }
   }
-  return bytes * layout.n_layers;
+  return bytes;
 }
 
 State StackStates(const std::vector<const State*>& states) {
@@ -113,20 +117,22 @@ State StackStates(const std::vector<const State*>& states) {
 }
 
 std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
-  const std::vector<StateTensorSpec>& specs = layout.layer;
-  std::vector<bool> grows;
-  for (const StateTensorSpec& spec : specs) {
-    grows.push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
+  std::vector<std::vector<bool>> grows(layout.n_layers());
+  for (int64_t l = 0; l < layout.n_layers(); ++l) {
+    for (const StateTensorSpec& spec : layout.layer(l)) {
+      grows[l].push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
+    }
   }
   std::vector<State> out(batch.positions.size());
   for (size_t b = 0; b < out.size(); ++b) {
     const int64_t position = batch.positions[b];
     out[b].positions = {position};
-    for (const LayerState& layer : batch.layers) {
+    for (size_t l = 0; l < batch.layers.size(); ++l) {
+      const LayerState& layer = batch.layers[l];
       LayerState piece;
       for (size_t i = 0; i < layer.size(); ++i) {
         torch::Tensor row = layer[i].narrow(0, b, 1);
-        if (grows[i]) row = row.narrow(kGrowDim, 0, position);
+        if (grows[l][i]) row = row.narrow(kGrowDim, 0, position);
         piece.push_back(row.clone());
       }
       out[b].layers.push_back(std::move(piece));
@@ -160,9 +166,9 @@ State MoveState(const State& state, const torch::Device& device) {
 std::string SerializeState(const State& state, const StateLayout& layout) {
   TORCH_CHECK(state.batch_size() == 1, "SerializeState: one session at a time");
   const int64_t position = state.positions[0];
-  const std::vector<StateTensorSpec>& specs = layout.layer;
   TensorMap tensors;
   for (size_t layer = 0; layer < state.layers.size(); ++layer) {
+    const std::vector<StateTensorSpec>& specs = layout.layer(layer);
     for (size_t i = 0; i < specs.size(); ++i) {
       torch::Tensor t = state.layers[layer][i].squeeze(0);
       // A growing cache may hold spare capacity beyond the position.
@@ -188,7 +194,7 @@ struct CheckedState {
 
 absl::StatusOr<CheckedState> ParseAndCheckState(std::string_view bytes, const StateLayout& layout,
                                                 bool in_place) {
-  const int64_t n_layers = layout.n_layers;
+  const int64_t n_layers = layout.n_layers();
   LINSERVE_ASSIGN_OR_RETURN(SafetensorsContents contents,
                             in_place ? ParseSafetensorsInPlace(bytes) : ParseSafetensors(bytes));
   auto format = contents.metadata.find(kFormatKey);
@@ -202,10 +208,9 @@ absl::StatusOr<CheckedState> ParseAndCheckState(std::string_view bytes, const St
       position < 0) {
     return absl::DataLossError("state: metadata 'position' is missing or not a count");
   }
-  const std::vector<StateTensorSpec>& specs = layout.layer;
   std::map<std::string, TensorSpec> expected;
   for (int64_t layer = 0; layer < n_layers; ++layer) {
-    for (const StateTensorSpec& spec : specs) {
+    for (const StateTensorSpec& spec : layout.layer(layer)) {
       expected[TensorName(layer, spec.name)] = {ShapeAt(spec, position), spec.dtype};
     }
   }
@@ -244,9 +249,9 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout
                             ParseAndCheckState(bytes, layout, /*in_place=*/false));
   State state;
   state.positions = {checked.position};
-  for (int64_t layer = 0; layer < layout.n_layers; ++layer) {
+  for (int64_t layer = 0; layer < layout.n_layers(); ++layer) {
     LayerState tensors;
-    for (const StateTensorSpec& spec : layout.layer) {
+    for (const StateTensorSpec& spec : layout.layer(layer)) {
       tensors.push_back(checked.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
     }
     state.layers.push_back(std::move(tensors));

@@ -22,13 +22,28 @@ struct StateTensorSpec {
   torch::ScalarType dtype;
 };
 
-// What a model's state is made of: the same tensors in every layer.
-struct StateLayout {
-  std::vector<StateTensorSpec> layer;  // one layer's tensors, per session
-  int64_t n_layers = 0;
+// What a model's state is made of, layer by layer: most architectures keep
+// the same tensors in every layer; a hybrid (Qwen3.5) keeps one list per
+// layer kind, so each layer has its own.
+class StateLayout {
+ public:
+  StateLayout() = default;
+  // The same tensors in each of `n_layers` layers.
+  StateLayout(std::vector<StateTensorSpec> every_layer, int64_t n_layers)
+      : layers_(n_layers, std::move(every_layer)) {}
+  // Each layer's own tensors.
+  explicit StateLayout(std::vector<std::vector<StateTensorSpec>> per_layer)
+      : layers_(std::move(per_layer)) {}
 
-  // True when a tensor grows with the position (the softmax baseline's KV cache).
+  int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
+  // Layer `i`'s tensors, per session.
+  const std::vector<StateTensorSpec>& layer(int64_t i) const { return layers_[i]; }
+
+  // True when a tensor grows with the position (a KV cache).
   bool Grows() const;
+
+ private:
+  std::vector<std::vector<StateTensorSpec>> layers_;
 };
 
 // The recurrent state of a batch of sessions: per layer, the kind's fixed
@@ -42,7 +57,8 @@ struct State {
 };
 
 // Bytes of one session's state at `position`: a function of the config only,
-// except for the softmax baseline whose KV cache grows with the position.
+// except for KV caches (the softmax baseline's, Qwen3.5's attention layers'),
+// which grow with the position.
 int64_t StateBytes(const StateLayout& layout, int64_t position);
 
 // Stacks states (of any batch sizes) into one batch, in order. Growing caches

@@ -64,16 +64,6 @@ torch::Tensor LowRank(const torch::Tensor& x, const torch::Tensor& m) {
   return torch::matmul(x.to(m.scalar_type()), m).to(torch::kFloat32);
 }
 
-// True when the bfloat16 matrix `m`, read as (out, in) (`transposed`: as
-// (in, out)), can take PackBf16's layout on this CPU.
-bool CanPackForCpu(const torch::Tensor& m, bool transposed) {
-  if (!m.defined() || !m.is_cpu() || m.dim() != 2 || m.scalar_type() != torch::kBFloat16 ||
-      !HasCpuBf16Product()) {
-    return false;
-  }
-  return transposed ? CanPackBf16(m.size(1), m.size(0)) : CanPackBf16(m.size(0), m.size(1));
-}
-
 bool IsMatrix(const std::string& name, const torch::Tensor& p) {
   const std::string leaf = name.substr(name.rfind('.') + 1);
   if (leaf == "weight") return p.dim() == 2;
@@ -87,59 +77,6 @@ std::vector<StateTensorSpec> Rwkv7StateSpec(const Rwkv7Config& config) {
   return {{kRwkv7AttShift, {config.d_model}, torch::kFloat32},
           {kRwkv7FfnShift, {config.d_model}, torch::kFloat32},
           {kRwkv7Wkv, {config.n_heads, config.head_size, config.head_size}, torch::kFloat32}};
-}
-
-Rwkv7LinearImpl::Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype) : out_(out) {
-  // Uninitialised: LoadWeights fills it, or, for 8- and 4-bit weights,
-  // drops it untouched (no page of it is ever resident).
-  weight = register_parameter("weight", torch::empty({out, in}, dtype), /*requires_grad=*/false);
-}
-
-int64_t Rwkv7LinearImpl::CpuBytes() const {
-  if (quantized.defined()) return 0;  // in the quantized matrices' own buffer
-  if (CanPackForCpu(weight, /*transposed=*/false) ||
-      (weight.scalar_type() != torch::kFloat32 && weight.scalar_type() != torch::kBFloat16)) {
-    return weight.numel() * static_cast<int64_t>(weight.element_size());
-  }
-  int64_t values = 1;
-  for (int64_t size : PackedFixedOrderShape(weight.size(0), weight.size(1))) values *= size;
-  return values * static_cast<int64_t>(weight.element_size());
-}
-
-void Rwkv7LinearImpl::PackForCpu(HugePageArena& arena) {
-  torch::NoGradGuard no_grad;
-  if (quantized.defined() || !weight.is_cpu() || weight.dim() != 2) return;
-  if (CanPackForCpu(weight, /*transposed=*/false)) {
-    weight.set_data(PackBf16(
-        weight, arena.Take(PackedBf16Shape(weight.size(0), weight.size(1)), torch::kBFloat16)));
-  } else if (weight.scalar_type() == torch::kFloat32 ||
-             weight.scalar_type() == torch::kBFloat16) {
-    weight.set_data(PackFixedOrder(
-        weight, arena.Take(PackedFixedOrderShape(weight.size(0), weight.size(1)),
-                           weight.scalar_type())));
-  } else {
-    weight.set_data(arena.Take(weight.sizes().vec(), weight.scalar_type()).copy_(weight));
-  }
-}
-
-torch::Tensor Rwkv7LinearImpl::ReluSquared(const torch::Tensor& x) {
-  if (quantized.defined()) return QuantizedLinear(x, quantized, QuantizedEpilogue::kReluSquared);
-  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x, Bf16Epilogue::kReluSquared);
-  return torch::relu(forward(x)).square();
-}
-
-torch::Tensor Rwkv7LinearImpl::forward(const torch::Tensor& x) {
-  if (quantized.defined()) return QuantizedLinear(x, quantized);
-  if (IsPackedBf16(weight)) return PackedBf16Product(weight, x);
-  // On the CPU every row count, from batch-1 decode to a long prefill, goes
-  // through one product with a fixed order per output: a row's bits never
-  // depend on the rows around it, and a one-row call reads the weight once
-  // rather than repacking it for the BLAS (engine/cpu/fixed_order_product.h).
-  if (CanUseFixedOrder(x, weight)) {
-    if (IsPackedFixedOrder(weight)) return FixedOrderPackedLinear(x, weight, out_);
-    return FixedOrderLinear(x, weight);
-  }
-  return torch::linear(x.to(weight.scalar_type()), weight).to(torch::kFloat32);
 }
 
 Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::ScalarType dtype)
@@ -157,10 +94,10 @@ Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::S
   x_v = vector("x_v");
   x_a = vector("x_a");
   x_g = vector("x_g");
-  receptance = register_module("receptance", Rwkv7Linear(C, C, dtype));
-  key = register_module("key", Rwkv7Linear(C, C, dtype));
-  value = register_module("value", Rwkv7Linear(C, C, dtype));
-  output = register_module("output", Rwkv7Linear(C, C, dtype));
+  receptance = register_module("receptance", WeightMatrix(C, C, dtype));
+  key = register_module("key", WeightMatrix(C, C, dtype));
+  value = register_module("value", WeightMatrix(C, C, dtype));
+  output = register_module("output", WeightMatrix(C, C, dtype));
   w0 = vector("w0");
   w1 = matrix("w1", C, c.w_lora);
   w2 = matrix("w2", c.w_lora, C);
@@ -181,7 +118,7 @@ Rwkv7TimeMixImpl::Rwkv7TimeMixImpl(const Rwkv7Config& c, int64_t layer, torch::S
       "ln_x", torch::nn::GroupNorm(torch::nn::GroupNormOptions(c.n_heads, C).eps(kGroupNormEps)));
 }
 
-std::vector<Rwkv7LinearImpl*> Rwkv7TimeMixImpl::Linears() {
+std::vector<WeightMatrixImpl*> Rwkv7TimeMixImpl::Linears() {
   return {receptance.get(), key.get(), value.get(), output.get()};
 }
 
@@ -277,8 +214,8 @@ torch::Tensor Rwkv7TimeMixImpl::forward(const torch::Tensor& mixed, torch::Tenso
 
 Rwkv7ChannelMixImpl::Rwkv7ChannelMixImpl(const Rwkv7Config& c, torch::ScalarType dtype) {
   x_k = register_parameter("x_k", torch::zeros({c.d_model}), /*requires_grad=*/false);
-  key = register_module("key", Rwkv7Linear(c.d_model, c.ffn_size, dtype));
-  value = register_module("value", Rwkv7Linear(c.ffn_size, c.d_model, dtype));
+  key = register_module("key", WeightMatrix(c.d_model, c.ffn_size, dtype));
+  value = register_module("value", WeightMatrix(c.ffn_size, c.d_model, dtype));
 }
 
 torch::Tensor Rwkv7ChannelMixImpl::forward(const torch::Tensor& xk) {
@@ -315,7 +252,7 @@ Rwkv7Impl::Rwkv7Impl(const Rwkv7Config& c, const Rwkv7Options& options)
   for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Rwkv7Block(c, i, options.dtype));
   ln_out = register_module(
       "ln_out", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}).eps(kNormEps)));
-  head = register_module("head", Rwkv7Linear(c.d_model, c.vocab_size, options.dtype));
+  head = register_module("head", WeightMatrix(c.d_model, c.vocab_size, options.dtype));
   for (auto& p : parameters()) p.set_requires_grad(false);
 }
 
@@ -415,8 +352,8 @@ std::vector<std::string> Rwkv7Impl::QuantizedMatrixNames() const {
   return names;
 }
 
-std::map<std::string, Rwkv7LinearImpl*> Rwkv7Impl::QuantizableLinears() {
-  std::map<std::string, Rwkv7LinearImpl*> linears;
+std::map<std::string, WeightMatrixImpl*> Rwkv7Impl::QuantizableLinears() {
+  std::map<std::string, WeightMatrixImpl*> linears;
   if (options_.quantization == WeightQuantization::kNone) return linears;
   linears["emb.weight"] = nullptr;
   for (size_t i = 0; i < blocks->size(); ++i) {
@@ -445,19 +382,19 @@ std::map<std::string, QuantizedWeight> Rwkv7Impl::QuantizedMatrices() const {
 
 void Rwkv7Impl::PackForCpu() {
   if (!device().is_cpu()) return;
-  std::vector<Rwkv7LinearImpl*> linears;
+  std::vector<WeightMatrixImpl*> linears;
   for (size_t i = 0; i < blocks->size(); ++i) {
     Rwkv7BlockImpl& block = blocks->at<Rwkv7BlockImpl>(i);
-    for (Rwkv7LinearImpl* linear : block.att->Linears()) linears.push_back(linear);
+    for (WeightMatrixImpl* linear : block.att->Linears()) linears.push_back(linear);
     linears.push_back(block.ffn->key.get());
     linears.push_back(block.ffn->value.get());
     block.att->PackLowRankForCpu();
   }
   linears.push_back(head.get());
   std::vector<int64_t> bytes;
-  for (const Rwkv7LinearImpl* linear : linears) bytes.push_back(linear->CpuBytes());
+  for (const WeightMatrixImpl* linear : linears) bytes.push_back(linear->CpuBytes());
   HugePageArena arena(bytes);
-  for (Rwkv7LinearImpl* linear : linears) linear->PackForCpu(arena);
+  for (WeightMatrixImpl* linear : linears) linear->PackForCpu(arena);
 }
 
 State Rwkv7Impl::NewState(int64_t batch) const {

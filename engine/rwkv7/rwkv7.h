@@ -26,6 +26,7 @@
 
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/cpu/quantized_linear.h"
+#include "engine/model/weight_matrix.h"
 #include "engine/rwkv7/rwkv7_config.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/state.h"
@@ -54,29 +55,6 @@ inline constexpr const char* kRwkv7Wkv = "wkv";             // (H, N, N)
 // One layer's state tensors, per session.
 std::vector<StateTensorSpec> Rwkv7StateSpec(const Rwkv7Config& config);
 
-// A weight matrix applied as W x (the checkpoint's "<name>.weight"), in the
-// compute dtype; inputs and outputs float32. No initialisation: weights are
-// always loaded.
-class Rwkv7LinearImpl : public torch::nn::Module {
- public:
-  Rwkv7LinearImpl(int64_t in, int64_t out, torch::ScalarType dtype);
-  torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
-  // relu(forward(x))^2, the activation fused into a packed product.
-  torch::Tensor ReluSquared(const torch::Tensor& x);
-  // See Rwkv7Impl::PackForCpu: the weight moves into a piece of `arena`,
-  // packed where it can be; CpuBytes() is the piece's size.
-  int64_t CpuBytes() const;
-  void PackForCpu(HugePageArena& arena);
-
-  torch::Tensor weight;  // (out, in), or packed for the CPU's product: bfloat16
-                         // (engine/cpu/cpu_bf16_product.h) or fixed-order
-                         // (engine/cpu/fixed_order_product.h); empty when quantized
-  QuantizedWeight quantized;  // defined when the matrix is stored in 8 or 4 bits
-
- private:
-  int64_t out_;  // outputs: the fixed-order layout pads them to a multiple of 16
-};
-TORCH_MODULE(Rwkv7Linear);
 
 // Time mixing ("att"): projections of the token-shifted input, gates, the WKV
 // recurrence.
@@ -94,12 +72,12 @@ class Rwkv7TimeMixImpl : public torch::nn::Module {
   // x_r, x_w, x_k, x_v, x_a, x_g.
   std::vector<torch::Tensor> Mixes() const;
   // The four C x C projections.
-  std::vector<Rwkv7LinearImpl*> Linears();
+  std::vector<WeightMatrixImpl*> Linears();
   // See Rwkv7Impl::PackForCpu: the low-rank matrices, packed in place.
   void PackLowRankForCpu();
 
   torch::Tensor x_r, x_w, x_k, x_v, x_a, x_g;  // (C) token-shift mixes
-  Rwkv7Linear receptance{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  // (C, C)
+  WeightMatrix receptance{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  // (C, C)
   torch::Tensor w0, w1, w2;  // decay: (C), (C, Dw), (Dw, C)
   torch::Tensor a0, a1, a2;  // in-context learning rate: (C), (C, Da), (Da, C)
   torch::Tensor v0, v1, v2;  // value residual, blocks 1..: (C), (C, Dv), (Dv, C)
@@ -138,7 +116,7 @@ class Rwkv7ChannelMixImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& xk);
 
   torch::Tensor x_k;                          // (C) token-shift mix
-  Rwkv7Linear key{nullptr}, value{nullptr};   // (F, C), (C, F)
+  WeightMatrix key{nullptr}, value{nullptr};   // (F, C), (C, F)
 };
 TORCH_MODULE(Rwkv7ChannelMix);
 
@@ -210,14 +188,14 @@ class Rwkv7Impl : public torch::nn::Module {
   QuantizedWeight emb_quantized;      // the embedding, quantized: rows dequantized on lookup
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm ln_out{nullptr};
-  Rwkv7Linear head{nullptr};  // (V, C), not tied to emb
+  WeightMatrix head{nullptr};  // (V, C), not tied to emb
 
  private:
   // tokens (B, T) through every block; `chunk` as Rwkv7TimeMix. Returns the
   // logits after the last token.
   torch::Tensor Forward(const torch::Tensor& tokens, State& state, int64_t chunk);
   // The linear behind a name of QuantizedMatrixNames (nullptr: the embedding).
-  std::map<std::string, Rwkv7LinearImpl*> QuantizableLinears();
+  std::map<std::string, WeightMatrixImpl*> QuantizableLinears();
 
   const Rwkv7Config config_;
   const Rwkv7Options options_;

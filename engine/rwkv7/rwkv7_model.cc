@@ -1,7 +1,5 @@
 #include "engine/rwkv7/rwkv7_model.h"
 
-#include <openssl/evp.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/cpu_bf16_product.h"
+#include "engine/model/fingerprint.h"
 #include "engine/formats/pth_reader.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "engine/rwkv7/rwkv7_tuned_state.h"
@@ -159,32 +158,7 @@ nlohmann::json ArchitectureJson(const Rwkv7Config& config) {
 }  // namespace
 
 std::string Rwkv7Fingerprint(const Rwkv7Config& config, const TensorMap& weights) {
-  // Streamed, one tensor in float32 at a time: a published model's weights
-  // are gigabytes as float32.
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  TORCH_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, "SHA-256 init");
-  auto update = [&](const void* data, size_t size) {
-    TORCH_CHECK(EVP_DigestUpdate(ctx.get(), data, size) == 1, "SHA-256 update");
-  };
-  const std::string canonical = ArchitectureJson(config).dump();  // keys sorted, no spaces
-  update(canonical.data(), canonical.size());
-  for (const auto& [name, tensor] : weights) {
-    // Name and shape, then the little-endian float32 values.
-    const std::string header = absl::StrCat(name, "[", absl::StrJoin(tensor.sizes(), ","), "]");
-    update(header.data(), header.size() + 1);  // with its terminating NUL
-    const torch::Tensor values = tensor.to(torch::kCPU, torch::kFloat32).contiguous();
-    update(values.data_ptr(), values.numel() * sizeof(float));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  TORCH_CHECK(EVP_DigestFinal_ex(ctx.get(), digest, &size) == 1, "SHA-256 final");
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < size; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 15]);
-  }
-  return hex;
+  return FloatWeightsFingerprint(ArchitectureJson(config), weights);
 }
 
 torch::ScalarType Rwkv7Model::DefaultDtype(const torch::Device& device) {

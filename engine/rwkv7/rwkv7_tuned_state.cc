@@ -101,17 +101,17 @@ absl::StatusOr<TunedState> ParseRwkv7TunedState(std::string_view bytes,
 absl::StatusOr<State> TunedStateToState(const TunedState& tuned, const LanguageModel& model) {
   const StateLayout& layout = model.state_layout();
   int64_t wkv = -1;
-  for (size_t i = 0; i < layout.layer.size(); ++i) {
-    if (layout.layer[i].name == kRwkv7Wkv) wkv = static_cast<int64_t>(i);
+  for (size_t i = 0; i < layout.layer(0).size(); ++i) {
+    if (layout.layer(0)[i].name == kRwkv7Wkv) wkv = static_cast<int64_t>(i);
   }
   if (model.architecture() != "rwkv7" || wkv < 0 ||
-      layout.n_layers != static_cast<int64_t>(tuned.wkv.size())) {
+      layout.n_layers() != static_cast<int64_t>(tuned.wkv.size())) {
     return Invalid(absl::StrCat("a tuned state of ", tuned.wkv.size(),
-                                " RWKV-7 layers for a model of ", layout.n_layers, " ",
+                                " RWKV-7 layers for a model of ", layout.n_layers(), " ",
                                 model.architecture(), " layers"));
   }
   State state = model.NewState(1);
-  for (int64_t layer = 0; layer < layout.n_layers; ++layer) {
+  for (int64_t layer = 0; layer < layout.n_layers(); ++layer) {
     torch::Tensor& target = state.layers[layer][wkv];
     if (target.sizes().slice(1) != tuned.wkv[layer].sizes()) {
       return Invalid(absl::StrCat("layer ", layer, "'s tuned state is ", Shape(tuned.wkv[layer]),

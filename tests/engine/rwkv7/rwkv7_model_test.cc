@@ -99,7 +99,7 @@ TEST_F(Rwkv7ModelTest, LoadsTheFixtureAndMatchesThePublishedLogits) {
   EXPECT_EQ(m.attention_kind(), "rwkv7");
   EXPECT_EQ(m.vocab_size(), 256);
   EXPECT_EQ(m.compute_dtype(), torch::kFloat32);
-  EXPECT_EQ(m.state_layout().n_layers, 12);
+  EXPECT_EQ(m.state_layout().n_layers(), 12);
   EXPECT_FALSE(m.StateGrowsWithPosition());
   EXPECT_EQ(m.StateBytes(0), 12 * (2 * 64 + 64 * 64) * 4);
   const nlohmann::json config = m.ConfigJson();
