@@ -18,6 +18,8 @@
 #include "engine/formats/safetensors.h"
 #include "engine/formats/zip_writer.h"
 #include "engine/model/language_model.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_random.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "fuzz/fuzz_model.h"
@@ -398,6 +400,84 @@ void TunedStateSeeds(const fs::path& dir) {
   Write(dir, "nan", SerializePth(nan));
 }
 
+// Qwen3.5 models of fuzz_qwen35_checkpoint's input (config.json, NUL, one
+// safetensors shard): a 2-layer shape of width 8 (one GDN and one attention
+// layer, 2 value heads over 1 key head) in each layout a real checkpoint
+// comes in, the ways a shard goes wrong, and the real shapes' config.json
+// alone.
+void Qwen35Seeds(const fs::path& dir) {
+  Qwen35Config mini;
+  mini.hidden_size = 8;
+  mini.intermediate_size = 8;
+  mini.vocab_size = 16;
+  mini.num_hidden_layers = 2;
+  mini.layer_types = {Qwen35LayerKind::kLinearAttention, Qwen35LayerKind::kFullAttention};
+  mini.num_attention_heads = 2;
+  mini.num_key_value_heads = 1;
+  mini.head_dim = 4;
+  mini.partial_rotary_factor = 0.5;
+  mini.linear_num_key_heads = 1;
+  mini.linear_num_value_heads = 2;
+  mini.linear_key_head_dim = 4;
+  mini.linear_value_head_dim = 4;
+  mini.linear_conv_kernel_dim = 2;
+  mini.max_position_embeddings = 64;
+  mini.eos_token_ids = {15};
+  // The shard of `config` under `prefix`, BF16 but for F32 A_log and GDN norms.
+  auto shard = [](const Qwen35Config& config, const std::string& prefix) {
+    TensorMap tensors;
+    for (auto& [name, tensor] : RandomQwen35Weights(config, 1)) {
+      const bool f32 = name.find("A_log") != std::string::npos ||
+                       name.find("linear_attn.norm") != std::string::npos;
+      tensors[name == "lm_head.weight" ? name : prefix + name] =
+          tensor.to(f32 ? torch::kFloat32 : torch::kBFloat16);
+    }
+    tensors["mtp.norm.weight"] = torch::zeros({config.hidden_size}, torch::kBFloat16);
+    return tensors;
+  };
+  auto seed = [&](const std::string& name, const Qwen35Config& config, bool flat,
+                  const TensorMap& tensors) {
+    Write(dir, name,
+          Qwen35HfConfigJson(config, flat).dump() + std::string(1, '\0') +
+              SerializeSafetensors(tensors));
+  };
+  const std::string lm = "model.language_model.";
+  TensorMap nested = shard(mini, lm);
+  nested["model.visual.merger.linear_fc2.weight"] = torch::zeros({8, 4}, torch::kBFloat16);
+  seed("nested", mini, false, nested);
+  seed("flat_text_only", mini, true, shard(mini, "model."));
+  Qwen35Config untied = mini;
+  untied.tie_word_embeddings = false;
+  seed("untied", untied, false, shard(untied, lm));
+  Qwen35Config gdn = mini;
+  gdn.layer_types = {Qwen35LayerKind::kLinearAttention, Qwen35LayerKind::kLinearAttention};
+  seed("pure_gdn", gdn, false, shard(gdn, lm));
+  TensorMap bad = shard(mini, lm);
+  bad[lm + "layers.0.linear_attn.A_log"][1] = std::numeric_limits<float>::quiet_NaN();
+  seed("nan", mini, false, bad);
+  bad = shard(mini, lm);
+  bad[lm + "layers.1.self_attn.q_proj.weight"] = torch::zeros({8, 8}, torch::kBFloat16);
+  seed("wrong_shape", mini, false, bad);
+  bad = shard(mini, lm);
+  bad.erase(lm + "norm.weight");
+  bad[lm + "layers.2.mlp.up_proj.weight"] = torch::zeros({8, 8}, torch::kBFloat16);
+  seed("missing_and_extra", mini, false, bad);
+  bad = shard(mini, lm);
+  bad[lm + "layers.0.linear_attn.dt_bias"] = torch::zeros({2}, torch::kInt32);
+  seed("int_dtype", mini, false, bad);
+  for (const char* shape : {"tiny", "0.8b", "4b"}) {
+    Write(dir, std::string("config_") + shape,
+          Qwen35HfConfigJson(*Qwen35ShapeByName(shape), false).dump(2));
+  }
+  nlohmann::json layer_type = Qwen35HfConfigJson(mini, false);
+  layer_type["text_config"]["layer_types"][1] = "sliding_attention";
+  Write(dir, "config_unknown_layer_type", layer_type.dump());
+  nlohmann::json heads = Qwen35HfConfigJson(mini, true);
+  heads["linear_num_key_heads"] = 2;
+  heads["linear_num_value_heads"] = 3;
+  Write(dir, "config_heads", heads.dump());
+}
+
 }  // namespace linserve
 
 int main(int argc, char** argv) {
@@ -416,5 +496,6 @@ int main(int argc, char** argv) {
   linserve::OpenAiRequestSeeds(root / "fuzz_openai_request");
   linserve::QuantizedModelSeeds(root / "fuzz_quantized_model");
   linserve::TunedStateSeeds(root / "fuzz_tuned_state");
+  linserve::Qwen35Seeds(root / "fuzz_qwen35_checkpoint");
   return 0;
 }

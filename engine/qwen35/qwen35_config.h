@@ -39,6 +39,13 @@
 
 namespace linserve {
 
+// The tokenizer's layout: the regular vocabulary, then the added tokens
+// ("<|endoftext|>", "<|im_start|>", "<|im_end|>", ... in Qwen3.5's order),
+// then padding rows of the embedding. The real models' added tokens start at
+// 248044 (248046 <|im_end|>); the tiny shape's at 448 (450 <|im_end|>).
+inline constexpr int64_t kQwen35EndOfTextId = 248044;
+inline constexpr int64_t kQwen35TinyEndOfTextId = 448;
+
 enum class Qwen35LayerKind { kLinearAttention, kFullAttention };
 
 struct Qwen35Config {
@@ -85,18 +92,28 @@ const char* Qwen35LayerKindName(Qwen35LayerKind kind);
 // layer_types (or full_attention_interval when it is absent). Every field
 // is checked (positive sizes, heads that divide, a known layer type) and an
 // error names it: InvalidArgument "config.json: text_config.head_dim ...".
+// Fields with a transformers default may be absent (linear_conv_kernel_dim 4,
+// rms_norm_eps 1e-6, max_position_embeddings 262144, rope_theta 1e7,
+// partial_rotary_factor 0.25, tie_word_embeddings false; the wrapper's own
+// tie_word_embeddings wins over text_config's). What this implementation does
+// not compute is refused by name: another hidden_act, attention_bias,
+// attn_output_gate false, mlp_only_layers, experts, a rope_type or
+// rope_scaling other than "default". eos_token_ids gathers text_config's and
+// the wrapper's eos_token_id, in that order, without repeats.
 absl::StatusOr<Qwen35Config> Qwen35ConfigFromJson(const nlohmann::json& json);
 
 // True when config.json names a Qwen3.5 model: model_type "qwen3_5" or
-// "qwen3_5_text", or an architectures entry starting with "Qwen3_5".
+// "qwen3_5_text", or an architectures entry starting with "Qwen3_5For"
+// (not the mixture-of-experts family, "Qwen3_5MoeFor...").
 bool IsQwen35Config(const nlohmann::json& json);
 
 // The configuration as GetModelInfo reports it (flat, text fields only).
 nlohmann::json Qwen35ConfigToJson(const Qwen35Config& config);
 
-// Shapes: "tiny" (tests: 4 layers, H 64, Hk 2 and Hv 4 so value heads are
-// grouped, D 32, d 16, V 512), "0.8b", "2b", "4b" (SPEC.md section 1, V
-// 248,320).
+// Shapes: "tiny" (tests: 4 layers, 3 linear + 1 full, H 64, I 128, Hk 2 and
+// Hv 4 so value heads are grouped, d 16, nH 4, nKV 2, D 32, rotary 8, V 512,
+// tied), "0.8b", "2b", "4b" (SPEC.md section 1, V 248,320, tied). Layer i is
+// full attention when (i + 1) % 4 == 0.
 absl::StatusOr<Qwen35Config> Qwen35ShapeByName(const std::string& name);
 
 // The canonical tensor names of a model of `config`'s shape, with their shapes.
