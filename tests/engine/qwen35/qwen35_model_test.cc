@@ -186,8 +186,8 @@ TEST_F(Qwen35ModelTest, PitfallRopeTurnsTheFirstQuarterOnly) {
 }
 
 // P6: the recurrent state stays float32 (a bfloat16 state drifts). Over
-// 2,000 tokens the bfloat16 state's logits move by about 1 % of their scale
-// while keeping the greedy token, so the test compares logits.
+// 2,000 tokens the bfloat16 state's logits move by several times the
+// tolerance while keeping the greedy token, so the test compares logits.
 TEST_F(Qwen35ModelTest, PitfallTheStateStaysFloat32Over2000Tokens) {
   Qwen35ReferenceVariant deviation;
   deviation.state_bfloat16 = true;
@@ -199,13 +199,18 @@ TEST_F(Qwen35ModelTest, PitfallTheStateStaysFloat32Over2000Tokens) {
   const Logits fast(last->begin(), last->end());
   const double right = RelativeError(fast, Reference(tokens).back());
   const double wrong = RelativeError(fast, Reference(tokens, deviation).back());
+  // The fast model within the tolerance; the bfloat16 state outside it by a
+  // clear factor, and ten times as far as the fast model.
   EXPECT_LT(right, 1e-4);
-  EXPECT_GT(wrong, 10 * right);
-  EXPECT_GT(wrong, 1e-3);
+  EXPECT_GT(wrong, 3e-4);
+  EXPECT_GT(wrong, 10 * right) << "right " << right << ", wrong " << wrong;
 }
 
 // bfloat16, int8 and int4 weights against float32 over 64 tokens: the
-// logits' relative error, and how often the top token agrees.
+// logits' relative error, and how often the top token agrees. Measured on
+// the tiny model (AVX-512 family): 0.013, 0.033 and 0.22 of the logits'
+// scale, the top token always the same; the bounds leave room for the other
+// kernel families.
 struct FormatBound {
   torch::ScalarType dtype;
   WeightQuantization quantization;
@@ -225,7 +230,6 @@ TEST_P(Qwen35FormatTest, StaysWithinItsBoundOfFloat32) {
   int agree = 0;
   for (size_t t = 0; t < prompt.size(); ++t) {
     worst = std::max(worst, RelativeError(lossy[t], exact[t]));
-    if (getenv("SHOW")) fprintf(stderr, "t %zu err %.4f\n", t, RelativeError(lossy[t], exact[t]));
     agree += ArgMax(lossy[t]) == ArgMax(exact[t]);
   }
   const double agreement = static_cast<double>(agree) / prompt.size();
@@ -238,8 +242,8 @@ TEST_P(Qwen35FormatTest, StaysWithinItsBoundOfFloat32) {
 INSTANTIATE_TEST_SUITE_P(
     Formats, Qwen35FormatTest,
     ::testing::Values(FormatBound{torch::kBFloat16, WeightQuantization::kNone, 0.05, 0.9},
-                      FormatBound{torch::kFloat32, WeightQuantization::kInt8, 0.05, 0.9},
-                      FormatBound{torch::kFloat32, WeightQuantization::kInt4, 0.25, 0.75}),
+                      FormatBound{torch::kFloat32, WeightQuantization::kInt8, 0.06, 0.9},
+                      FormatBound{torch::kFloat32, WeightQuantization::kInt4, 0.3, 0.9}),
     [](const auto& info) {
       return info.param.quantization == WeightQuantization::kNone
                  ? std::string(ComputeDtypeName(info.param.dtype))
