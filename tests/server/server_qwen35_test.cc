@@ -1,0 +1,234 @@
+// A Qwen3.5 model served end to end: a random tiny model written as a real
+// Hugging Face directory (nested config, two shards, tokenizer.json), served
+// over gRPC and HTTP. Its limits come from the model; sampling reproduces
+// across transports; both end ids stop a turn; structured output, logprobs,
+// ChatML chat, and sessions (fork, export, import) work as for RWKV-7, the
+// state growing by its KV cache.
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/formats/safetensors.h"
+#include "engine/model/state.h"
+#include "engine/qwen35/qwen35.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_random.h"
+#include "tests/server/e2e_helpers.h"
+#include "tests/server/http_client.h"
+#include "tests/server/server_process.h"
+
+namespace linserve {
+namespace {
+
+class Qwen35ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    config_ = new Qwen35Config(Qwen35ShapeByName("tiny").value());
+    dir_ = new std::string(FreshDir("qwen35-model"));
+    ASSERT_TRUE(WriteRandomQwen35Directory(*config_, *dir_, {}).ok());
+    auto server = ServerProcess::Start(
+        {"--model=" + *dir_, "--store_dir=" + FreshDir("qwen35-store"), "--dtype=float32"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete config_;
+    delete dir_;
+  }
+  void SetUp() override {
+    if (server_ == nullptr) GTEST_SKIP() << "the server did not start";
+  }
+
+  static Qwen35Config* config_;
+  static std::string* dir_;
+  static ServerProcess* server_;
+};
+
+Qwen35Config* Qwen35ServerTest::config_ = nullptr;
+std::string* Qwen35ServerTest::dir_ = nullptr;
+ServerProcess* Qwen35ServerTest::server_ = nullptr;
+
+TEST_F(Qwen35ServerTest, ReportsTheModelAndLimitsThatFitIt) {
+  HttpTestClient http(server_->http_port());
+  HttpReply models = http.Get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  const nlohmann::json& model = models.json["data"][0];
+  EXPECT_EQ(model["architecture"], "qwen3_5");
+  EXPECT_EQ(model["tokenizer"], "huggingface");
+  const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));
+  EXPECT_EQ(model["state_bytes_per_session"], StateBytes(layout, 0));
+  EXPECT_EQ(model["state_bytes_per_token"], StateBytes(layout, 1) - StateBytes(layout, 0));
+  // The per-model default context: the model's max_position_embeddings
+  // (the tiny shape's), at most 32,768.
+  const int64_t context = std::min<int64_t>(config_->max_position_embeddings, 32768);
+  EXPECT_EQ(model["max_model_len"], context);
+
+  auto stub = server_->Stub();
+  grpc::ClientContext rpc;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&rpc, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.architecture(), "qwen3_5");
+  EXPECT_EQ(info.state_bytes_per_token(), StateBytes(layout, 1) - StateBytes(layout, 0));
+  // A state file and a prompt that hold that context
+  // (serving_defaults_test: 32,768 tokens for the 0.8B shape).
+  EXPECT_EQ(info.limits().max_context_tokens(), context);
+  EXPECT_GE(info.limits().max_state_bytes(), StateBytes(layout, context));
+  EXPECT_EQ(info.limits().max_prompt_bytes(), std::max<int64_t>(16384, 8 * context));
+}
+
+TEST_F(Qwen35ServerTest, ASeedGivesTheSameTokensOverGrpcAndHttp) {
+  auto stub = server_->Stub();
+  GenerateOutcome grpc_turn = RunGenerate(*stub, MakeRequest("The state of a", "", 12, 7, 1.0f));
+  ASSERT_TRUE(grpc_turn.status.ok()) << grpc_turn.status.error_message();
+  HttpTestClient http(server_->http_port());
+  HttpReply reply = http.Post("/v1/completions",
+                              nlohmann::json{{"prompt", "The state of a"}, {"max_tokens", 12},
+                                             {"seed", 7}, {"temperature", 1.0},
+                                             {"ignore_eos", true}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  if (grpc_turn.finished.usage().generated_tokens() == 12) {
+    EXPECT_EQ(CompletionText(reply), grpc_turn.text);
+  }
+}
+
+TEST_F(Qwen35ServerTest, BothEndIdsStopATurn) {
+  HttpTestClient http(server_->http_port());
+  auto id_of = [&](const std::string& text) -> int64_t {
+    HttpReply tokens = http.Post("/tokenize", nlohmann::json{{"prompt", text}});
+    EXPECT_EQ(tokens.status, 200) << tokens.body;
+    EXPECT_EQ(tokens.json["tokens"].size(), 1u) << text << ": " << tokens.body;
+    return tokens.json["tokens"].empty() ? -1 : tokens.json["tokens"][0].get<int64_t>();
+  };
+  for (const char* end : {"<|im_end|>", "<|endoftext|>"}) {
+    const int64_t id = id_of(end);
+    HttpReply reply = http.Post(
+        "/v1/completions",
+        nlohmann::json{{"prompt", "Hello"}, {"max_tokens", 8}, {"temperature", 0.0},
+                       {"logit_bias", {{std::to_string(id), 100}}}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(reply.json["choices"][0]["finish_reason"], "stop") << end << ": " << reply.body;
+    EXPECT_EQ(reply.json["usage"]["completion_tokens"], 1) << end;
+    EXPECT_EQ(CompletionText(reply), "") << end;
+  }
+}
+
+TEST_F(Qwen35ServerTest, AJsonSchemaGivesJsonThatFitsIt) {
+  HttpTestClient http(server_->http_port());
+  for (int seed = 1; seed <= 3; ++seed) {
+    HttpReply reply = http.Post(
+        "/v1/chat/completions",
+        nlohmann::json{
+            {"messages", {{{"role", "user"}, {"content", "A number and a word, please."}}}},
+            {"max_tokens", 200}, {"seed", seed}, {"temperature", 1.0},
+            {"response_format",
+             {{"type", "json_schema"},
+              {"json_schema",
+               {{"name", "pair"},
+                {"schema",
+                 {{"type", "object"},
+                  {"properties",
+                   {{"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 99}}},
+                    {"w", {{"enum", {"left", "right"}}}}}},
+                  {"required", {"n", "w"}}}}}}}}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const std::string text = reply.json["choices"][0]["message"]["content"];
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << text;
+    EXPECT_GE(value["n"].get<int>(), 0);
+    EXPECT_LE(value["n"].get<int>(), 99);
+    EXPECT_TRUE(value["w"] == "left" || value["w"] == "right") << text;
+  }
+}
+
+TEST_F(Qwen35ServerTest, LogprobsComeWithTheirAlternatives) {
+  HttpTestClient http(server_->http_port());
+  HttpReply reply = http.Post("/v1/completions",
+                              nlohmann::json{{"prompt", "Once"}, {"max_tokens", 4},
+                                             {"temperature", 0.0}, {"logprobs", 3},
+                                             {"ignore_eos", true}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const nlohmann::json& logprobs = reply.json["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["token_logprobs"].size(), 4u) << reply.body;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LE(logprobs["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(logprobs["top_logprobs"][i].size(), 3u);
+  }
+}
+
+TEST_F(Qwen35ServerTest, ChatIsRenderedAsChatMl) {
+  HttpTestClient http(server_->http_port());
+  HttpReply tokens = http.Post(
+      "/tokenize", nlohmann::json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  HttpReply im_start = http.Post("/tokenize", nlohmann::json{{"prompt", "<|im_start|>"}});
+  ASSERT_EQ(im_start.status, 200);
+  ASSERT_FALSE(tokens.json["tokens"].empty());
+  EXPECT_EQ(tokens.json["tokens"][0], im_start.json["tokens"][0]) << tokens.body;
+  HttpReply reply = http.Post(
+      "/v1/chat/completions",
+      nlohmann::json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
+  EXPECT_EQ(reply.status, 200) << reply.body;
+}
+
+// A session grows by its KV cache; a fork and an exported-then-imported copy
+// continue exactly as the session itself.
+TEST_F(Qwen35ServerTest, SessionsForkExportAndImportAsTheLiveOne) {
+  auto stub = server_->Stub();
+  absl::StatusOr<v1::Session> session = CreateSession(*stub, "A hybrid model keeps");
+  ASSERT_TRUE(session.ok()) << session.status();
+  GenerateOutcome first = RunGenerate(*stub, MakeRequest(" its cache", session->id(), 6, 3, 0.0f));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  const v1::Session grown = GetSession(*stub, session->id());
+  const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));
+  EXPECT_EQ(grown.state_bytes(), StateBytes(layout, grown.position()));
+
+  absl::StatusOr<std::string> file = ExportSession(*stub, session->id());
+  ASSERT_TRUE(file.ok()) << file.status();
+  v1::Session imported;
+  ASSERT_TRUE(ImportSession(*stub, *file, &imported).ok());
+  grpc::ClientContext context;
+  v1::ForkSessionRequest fork_request;
+  fork_request.set_session_id(session->id());
+  v1::Session fork;
+  ASSERT_TRUE(stub->ForkSession(&context, fork_request, &fork).ok());
+
+  std::vector<std::string> texts;
+  for (const std::string& id : {session->id(), imported.id(), fork.id()}) {
+    GenerateOutcome next = RunGenerate(*stub, MakeRequest(" and", id, 8, 5, 1.0f));
+    ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+    texts.push_back(next.text);
+  }
+  EXPECT_EQ(texts[1], texts[0]);
+  EXPECT_EQ(texts[2], texts[0]);
+}
+
+// A directory that names Qwen3.5 but whose shard lost a tensor stops the
+// start, naming the tensor.
+TEST(Qwen35BrokenModelTest, AMissingTensorStopsTheStartNamingIt) {
+  const Qwen35Config config = Qwen35ShapeByName("tiny").value();
+  const std::string dir = FreshDir("qwen35-broken");
+  ASSERT_TRUE(WriteRandomQwen35Directory(config, dir, {}).ok());
+  const std::string name = "model.language_model.layers.1.mlp.up_proj.weight";
+  std::ifstream index_file(dir + "/model.safetensors.index.json");
+  const nlohmann::json index = nlohmann::json::parse(index_file);
+  const std::string shard = dir + "/" + index["weight_map"][name].get<std::string>();
+  absl::StatusOr<SafetensorsContents> contents = ReadSafetensorsFile(shard);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_EQ(contents->tensors.erase(name), 1u);
+  ASSERT_TRUE(WriteSafetensorsFile(shard, contents->tensors, contents->metadata).ok());
+  ProcessResult result = RunProcess({LinserveBinary(), "--model=" + dir, "--listen=127.0.0.1:0",
+                                     "--http_listen=127.0.0.1:0", "--metrics_port=0",
+                                     "--store_dir=" + FreshDir("qwen35-broken-store")});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("layers.1.mlp.up_proj.weight"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace linserve
