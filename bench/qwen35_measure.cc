@@ -127,16 +127,17 @@ Qwen35Row MeasureQwen35(const std::string& shape, const Rwkv7Format& format,
     }
     row.batch1_tokens_per_s = 1e3 / Median(ms_one);
     row.batch_tokens_per_s = options.batch * 1e3 / Median(ms_many);
-    // The ceiling: a batch-B step reads the weights once and each session's
-    // state, and does B tokens' products at the 32-row product rate.
+    // The ceiling, as RWKV-7's: batch 1 at its bound, against batch B's
+    // products at the 32-row product rate plus each session's state read
+    // (and the GDN part written) once at the read bandwidth.
     const double state_bytes =
         row.kv_bytes_per_token * options.batch_context + 2.0 * row.gdn_state_bytes;
-    const double flops = 2.0 * row.parameters;
-    auto bound_s = [&](int64_t b) {
-      return std::max((row.weight_bytes_per_token + b * state_bytes) / bytes_per_s,
-                      b * flops / (row.product_gflops_32_rows * 1e9));
-    };
-    row.ceiling_ratio = (options.batch / bound_s(options.batch)) / (1.0 / bound_s(1));
+    const double values = row.parameters - (config.tie_word_embeddings ? 0.0 : 1.0) *
+                                               config.vocab_size * H;  // the embedding: one row
+    const double bound_1 = (row.weight_bytes_per_token + state_bytes) / bytes_per_s;
+    const double batch_s = options.batch * 2.0 * values / (row.product_gflops_32_rows * 1e9) +
+                           options.batch * state_bytes / bytes_per_s;
+    row.ceiling_ratio = options.batch * bound_1 / batch_s;
   }
   for (int64_t context : options.cost_contexts) {
     Progress(shape, format, absl::StrCat("decode cost at ", context));
@@ -170,7 +171,9 @@ void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& band
   absl::PrintF("\nQwen3.5, random weights (248,320-id vocabulary), one thread; memory bandwidth "
                "%.1f GB/s read (median of %d)\n",
                bandwidth.read_gb_per_s, bandwidth.repeats);
-  absl::PrintF("bound: (weights + KV cache read + GDN state read and written) / bandwidth\n");
+  absl::PrintF("bound: (weights + KV cache read + GDN state read and written) / bandwidth; "
+               "ceiling: batch 1 at its bound against the batch's products at the 32-row "
+               "product rate plus its states at the bandwidth\n");
   for (const Qwen35Row& r : rows) {
     absl::PrintF("\n%s %s: %.2fB parameters, %.0f MB weights read per token, GDN state %.1f MB, "
                  "KV %.1f KB/token, 32-row product %.0f GFLOP/s\n",

@@ -131,7 +131,7 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
                   S.numel() == B * Hv * dv * dk && conv_weight.numel() == C * d.kernel,
               "GatedDeltaNetCpu: shapes do not fit B ", B, ", T ", T);
   torch::Tensor out = torch::empty({B * T, Hv * dv}, torch::kFloat32);
-  std::vector<float> scratch(C);
+  std::vector<float> scratch(avx512::kGdnBlock * (C + 2 * Hv));
   const GdnWeights weights{Data(conv_weight), Data(A_log), Data(dt_bias),
                                    Data(norm_weight)};
   for (int64_t b = 0; b < B; ++b) {
@@ -154,6 +154,10 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
 
 namespace {
 
+// Tokens whose queries read the cache together in a prefill: each key and
+// value row is read once per block instead of once per token.
+constexpr int64_t kQueryBlock = 16;
+
 // GatedAttentionCpu over a cache of `Cache` (float, or uint16_t holding
 // bfloat16 bits).
 template <typename Cache>
@@ -166,14 +170,16 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
   const bool wide = Wide();
   auto norm_row = wide ? avx512::RmsNormRow : plain::RmsNormRow;
   auto rope = wide ? avx512::Rope : plain::Rope;
-  auto attend = wide ? avx512::AttendGroup<Cache> : plain::AttendGroup<Cache>;
+  auto attend = wide ? avx512::AttendQueries<Cache> : plain::AttendQueries<Cache>;
   const float eps = static_cast<float>(d.eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(group * D),
-      attended(group * D), row(D);
+  const int64_t block = std::min(kQueryBlock, T) * group;  // queries per call
+  std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(block * D),
+      attended(block * D), row(D);
+  std::vector<int64_t> seen(block);
   int64_t longest = 0;
   for (int64_t p : positions) longest = std::max(longest, p + T);
-  std::vector<float> scores(group * longest);
+  std::vector<float> scores(block * longest);
   for (int64_t b = 0; b < B; ++b) {
     // The new keys and values first, so that each query sees its own token.
     for (int64_t t = 0; t < T; ++t) {
@@ -186,25 +192,34 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
         Store(Data(v) + (r * nKV + h) * D, D, V + ((b * nKV + h) * capacity + position) * D);
       }
     }
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t r = b * T + t, position = positions[b] + t;
-      RopeAngles(position, d, cosines.data(), sines.data());
+    // The queries, tokens in blocks of kQueryBlock: each block's queries of
+    // one GQA group read each cached key and value row once.
+    for (int64_t first = 0; first < T; first += kQueryBlock) {
+      const int64_t tokens = std::min(kQueryBlock, T - first);
       for (int64_t kv = 0; kv < nKV; ++kv) {
-        // The group of query heads kv g .. kv g + g - 1 reads key/value head kv.
-        for (int64_t i = 0; i < group; ++i) {
-          const float* head = Data(qg) + (r * nH + kv * group + i) * 2 * D;  // query, gate
-          norm_row(head, Data(q_norm), queries.data() + i * D, D, eps, true);
-          rope(queries.data() + i * D, cosines.data(), sines.data(), d.rotary_dim);
+        for (int64_t i = 0; i < tokens; ++i) {
+          const int64_t r = b * T + first + i, position = positions[b] + first + i;
+          RopeAngles(position, d, cosines.data(), sines.data());
+          for (int64_t g = 0; g < group; ++g) {
+            const int64_t q = i * group + g;
+            const float* head = Data(qg) + (r * nH + kv * group + g) * 2 * D;  // query, gate
+            norm_row(head, Data(q_norm), queries.data() + q * D, D, eps, true);
+            rope(queries.data() + q * D, cosines.data(), sines.data(), d.rotary_dim);
+            seen[q] = position + 1;
+          }
         }
-        attend(queries.data(), group, K + (b * nKV + kv) * capacity * D,
-               V + (b * nKV + kv) * capacity * D, position + 1, D, scale, scores.data(),
-               attended.data(), row.data());
-        for (int64_t i = 0; i < group; ++i) {
-          const int64_t h = kv * group + i;
-          const float* gate = Data(qg) + (r * nH + h) * 2 * D + D;
-          float* o = out.data_ptr<float>() + (r * nH + h) * D;
-          for (int64_t j = 0; j < D; ++j) {
-            o[j] = attended[i * D + j] * (1.0f / (1.0f + std::exp(-gate[j])));
+        attend(queries.data(), tokens * group, seen.data(), K + (b * nKV + kv) * capacity * D,
+               V + (b * nKV + kv) * capacity * D, D, scale, scores.data(), attended.data(),
+               row.data());
+        for (int64_t i = 0; i < tokens; ++i) {
+          const int64_t r = b * T + first + i;
+          for (int64_t g = 0; g < group; ++g) {
+            const int64_t h = kv * group + g, q = i * group + g;
+            const float* gate = Data(qg) + (r * nH + h) * 2 * D + D;
+            float* o = out.data_ptr<float>() + (r * nH + h) * D;
+            for (int64_t j = 0; j < D; ++j) {
+              o[j] = attended[q * D + j] * (1.0f / (1.0f + std::exp(-gate[j])));
+            }
           }
         }
       }
