@@ -148,6 +148,28 @@ TEST_F(Qwen35ModelTest, Greedy32TokensEqualTheReferences) {
   EXPECT_EQ(fast_tokens, ref_tokens) << "smallest greedy margin " << smallest_margin;
 }
 
+// A config whose every layer is linear_attention takes the same path: its
+// state has no KV cache and the logits agree with the reference.
+TEST_F(Qwen35ModelTest, APureGatedDeltaNetConfigAgreesWithTheReference) {
+  Qwen35Config pure = config_;
+  pure.layer_types.assign(pure.num_hidden_layers, Qwen35LayerKind::kLinearAttention);
+  const TensorMap weights = RandomQwen35Weights(pure, 5);
+  LoadOptions options;
+  options.dtype = torch::kFloat32;
+  absl::StatusOr<std::unique_ptr<Qwen35Model>> model =
+      Qwen35Model::FromTensors(pure, weights, Tokenizer::Bytes(pure.vocab_size), options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FALSE((*model)->StateGrowsWithPosition());
+  const std::vector<int64_t> prompt = Prompt(48, pure.vocab_size);
+  State state = (*model)->NewState();
+  absl::StatusOr<std::vector<float>> last = (*model)->Prefill(state, prompt);
+  ASSERT_TRUE(last.ok()) << last.status();
+  Qwen35Reference reference(pure, weights);
+  Qwen35ReferenceState ref_state;
+  const Logits expected = reference.Forward(prompt, ref_state).back();
+  EXPECT_LT(RelativeError(Logits(last->begin(), last->end()), expected), 1e-4);
+}
+
 // P1: every RMSNorm but the GDN output norm multiplies by (1 + w).
 TEST_F(Qwen35ModelTest, PitfallZeroCentredNormsTakeOnePlusW) {
   Qwen35ReferenceVariant deviation;
