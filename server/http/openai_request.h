@@ -55,7 +55,8 @@ struct OpenAiRequest {
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
                                                  const RequestJson& body,
                                                  const ChatTemplate& chat_template,
-                                                 const std::string& header_session_id);
+                                                 const std::string& header_session_id,
+                                                 const GrammarLimits& grammar_limits = {});
 
 // The OpenAI name of the request field an INVALID_ARGUMENT message of the
 // validation starts with ("max_new_tokens = 0 is outside ..." -> "max_tokens"),
