@@ -162,6 +162,23 @@ TEST(GrammarLimitsTest, PatternRepetitionIsAcceptedAtTheLimitAndRefusedPastIt) {
   }
 }
 
+// The smallest values the server takes (--grammar_max_nesting 8,
+// --grammar_max_repeat 16) still compile the JSON grammar every schema
+// builds on, its formats included.
+TEST(GrammarLimitsTest, TheServersSmallestLimitsStillCompileTheJsonGrammar) {
+  GrammarLimits limits;
+  limits.max_nesting = 8;
+  limits.max_repeat = 16;
+  limits.max_regex_nesting = 7;
+  EXPECT_TRUE(ParseGbnf(JsonObjectGbnf(), limits).ok());
+  const json schema = json::parse(R"({"type": "object", "properties": {
+      "when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"},
+      "day": {"type": "string", "format": "date"}, "n": {"type": "number"},
+      "tags": {"type": "array", "items": {"type": "string", "pattern": "^((((((([a-z]+)))))))$"}}}})");
+  const absl::Status status = CompileSchema(schema, limits);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // "x" then K optional z's: after the x, each copy of the optional is a parse
 // of its own (which copy the next z is), and the y after them one more.
 std::string AmbiguousGbnf(int copies) {
