@@ -391,15 +391,16 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   // counts up to {1,16} itself; a pattern's groups each take a level of the
   // GBNF they compile to, plus one around the whole.
   if (l.grammar.max_nesting < 8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grammar_max_nesting = ", l.grammar.max_nesting, " must be at least 8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grammar_max_nesting = ", l.grammar.max_nesting, " must be at least 8"));
   }
   if (l.grammar.max_repeat < 16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grammar_max_repeat = ", l.grammar.max_repeat, " must be at least 16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grammar_max_repeat = ", l.grammar.max_repeat, " must be at least 16"));
   }
   if (l.grammar.max_regex_nesting >= l.grammar.max_nesting) {
-    return absl::InvalidArgumentError("--grammar_max_regex_nesting must be below --grammar_max_nesting");
+    return absl::InvalidArgumentError(
+        "--grammar_max_regex_nesting must be below --grammar_max_nesting");
   }
   if (s.grammar_masks.cache_bytes < 0) {
     return absl::InvalidArgumentError("--grammar_mask_cache_bytes must not be negative");

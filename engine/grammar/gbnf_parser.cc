@@ -333,8 +333,8 @@ class GbnfParser {
       while (Peek() >= '0' && Peek() <= '9') {
         n = n * 10 + (Peek() - '0');
         if (n > limits_.max_repeat) {
-          return Error(absl::StrCat("a repetition count is over grammar_max_repeat = ",
-                                    limits_.max_repeat));
+          return Error(
+              absl::StrCat("a repetition count is over grammar_max_repeat = ", limits_.max_repeat));
         }
         ++pos_;
       }

@@ -166,8 +166,8 @@ class RegexParser {
       int min = 0, max = 0;
       if (!Count(low, min) || (!high.empty() && !Count(high, max)) ||
           (!high.empty() && max < min)) {
-        return Error(absl::StrCat("a malformed {m,n} (m <= n <= grammar_max_repeat = ",
-                                  limits_.max_repeat, ")"));
+        return Error(absl::StrCat(
+            "a malformed {m,n} (m <= n <= grammar_max_repeat = ", limits_.max_repeat, ")"));
       }
       repeats_ = high.empty() || max > 1;
       optional_ = min == 0;

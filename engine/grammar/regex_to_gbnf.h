@@ -23,8 +23,7 @@ namespace linserve {
 // anchors inside the pattern are InvalidArgument naming the construct.
 // `limits`: max_regex_nesting bounds groups inside groups, max_repeat the m
 // and n of {m,n}; each error names its limit.
-absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern,
-                                        const GrammarLimits& limits = {});
+absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern, const GrammarLimits& limits = {});
 
 // A GBNF literal ("...") of `text`, escaped.
 std::string GbnfLiteral(std::string_view text);

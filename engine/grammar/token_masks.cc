@@ -57,13 +57,14 @@ std::shared_ptr<const TokenTrie> TokenTrieOf(const Tokenizer& tokenizer) {
   return std::make_shared<const TokenTrie>(pieces, std::move(end_ids));
 }
 
-GrammarTokenMasks::GrammarTokenMasks(std::shared_ptr<const TokenTrie> trie,
-                                     const Grammar& grammar, const GrammarMaskOptions& options,
+GrammarTokenMasks::GrammarTokenMasks(std::shared_ptr<const TokenTrie> trie, const Grammar& grammar,
+                                     const GrammarMaskOptions& options,
                                      std::shared_ptr<MaskCache> cache)
     : trie_(std::move(trie)),
       matcher_(grammar, options.max_parses),
       max_parses_(options.max_parses),
-      cache_(cache != nullptr ? std::move(cache) : std::make_shared<MaskCache>(options.cache_bytes)),
+      cache_(cache != nullptr ? std::move(cache)
+                              : std::make_shared<MaskCache>(options.cache_bytes)),
       owner_(cache_->NewOwner()) {
   by_depth_.resize(static_cast<size_t>(trie_->max_depth_) + 1);
 }

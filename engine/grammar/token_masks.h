@@ -108,7 +108,7 @@ class GrammarTokenMasks {
   GrammarMatcher matcher_;
   const int max_parses_;
   std::shared_ptr<MaskCache> cache_;
-  const uint64_t owner_;  // this grammar's id in cache_
+  const uint64_t owner_;                // this grammar's id in cache_
   std::vector<GrammarState> by_depth_;  // scratch of the walk
   TokenMask uncached_;
 };

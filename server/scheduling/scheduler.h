@@ -14,9 +14,9 @@
 #include "engine/text/tokenizer.h"
 #include "server/common/metrics.h"
 #include "server/requests/request_validation.h"
+#include "server/scheduling/turn_sink.h"
 #include "server/store/state_file.h"
 #include "server/store/state_store.h"
-#include "server/scheduling/turn_sink.h"
 
 namespace linserve {
 

@@ -27,9 +27,9 @@ absl::Status ConstraintDeadEnd(const Generation& generation, int max_parses) {
         "constraint: after ", generation.generated_tokens(),
         " tokens the grammar needs more parses at once than grammar_max_parses = ", max_parses));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "constraint: after ", generation.generated_tokens(),
-      " tokens the grammar allows no token of this vocabulary and may not end there"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("constraint: after ", generation.generated_tokens(),
+                   " tokens the grammar allows no token of this vocabulary and may not end there"));
 }
 
 }  // namespace
@@ -189,8 +189,8 @@ std::shared_ptr<GrammarTokenMasks> TurnRunner::GrammarFor(const GenerateCall& ca
     absl::erase_if(grammars_, [](const auto& entry) { return entry.second.use_count() == 1; });
   }
   if (!token_trie_) token_trie_ = TokenTrieOf(tokenizer_);
-  auto grammar =
-      std::make_shared<GrammarTokenMasks>(token_trie_, *call.grammar, grammar_options_, mask_cache_);
+  auto grammar = std::make_shared<GrammarTokenMasks>(token_trie_, *call.grammar, grammar_options_,
+                                                     mask_cache_);
   grammars_.emplace(call.grammar_text, grammar);
   return grammar;
 }

@@ -38,8 +38,8 @@ class TurnRunner {
   // `max_context_tokens` bounds a growing state (0: no bound; see
   // SchedulerOptions); `grammar_masks` the grammars' parses and masks.
   TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
-             Metrics* metrics, int64_t max_context_tokens,
-             const GrammarMaskOptions& grammar_masks, std::function<void()> turn_ended);
+             Metrics* metrics, int64_t max_context_tokens, const GrammarMaskOptions& grammar_masks,
+             std::function<void()> turn_ended);
 
   // Sets up an admitted stateless or CreateSession turn: its session (made),
   // its state, the tokens to prefill, its sampler and seed.

@@ -369,7 +369,9 @@ TEST_F(GrammarLimitsTest, EachLimitIsAcceptedAtItAndRefusedByNamePastIt) {
          r.set_grammar("root ::= " + Repeated("(", depth) + "\"x\"" + Repeated(")", depth));
        },
        "parentheses nest deeper than grammar_max_nesting = 8"},
-      {[](auto& r, bool past) { r.set_grammar(past ? "root ::= \"a\"{0,21}" : "root ::= \"a\"{0,20}"); },
+      {[](auto& r, bool past) {
+         r.set_grammar(past ? "root ::= \"a\"{0,21}" : "root ::= \"a\"{0,20}");
+       },
        "a repetition count is over grammar_max_repeat = 20"},
       {[](auto& r, bool past) { r.set_json_schema(NestedSchema(past ? 9 : 8)); },
        "json_schema #/items/items/items/items/items/items/items/items: schemas nest deeper than "
@@ -386,7 +388,8 @@ TEST_F(GrammarLimitsTest, EachLimitIsAcceptedAtItAndRefusedByNamePastIt) {
        "json_schema #/minItems: must be an integer in [0, grammar_max_repeat = 20]"},
       {[](auto& r, bool past) {
          const int depth = past ? 5 : 4;
-         r.set_json_schema(PatternSchema("^" + Repeated("(", depth) + "a" + Repeated(")", depth) + "$"));
+         r.set_json_schema(
+             PatternSchema("^" + Repeated("(", depth) + "a" + Repeated(")", depth) + "$"));
        },
        "groups nested deeper than grammar_max_regex_nesting = 4"},
       {[](auto& r, bool past) { r.set_json_schema(PatternSchema(past ? "^a{21}$" : "^a{20}$")); },

@@ -123,7 +123,8 @@ TEST(GbnfParserTest, ExpansionPastTheSymbolLimitIsRefusedBeforeItIsBuilt) {
   const std::string ten(10, 'x');
   absl::StatusOr<Grammar> grammar = ParseGbnf("root ::= \"" + ten + "\"{1000}", limits);
   ASSERT_FALSE(grammar.ok());
-  EXPECT_NE(grammar.status().message().find("grows past max_grammar_symbols = 5000 symbols"), std::string::npos)
+  EXPECT_NE(grammar.status().message().find("grows past max_grammar_symbols = 5000 symbols"),
+            std::string::npos)
       << grammar.status();
   // Nesting repetitions goes through rules, which stay small.
   EXPECT_TRUE(ParseGbnf("root ::= ((\"x\"{1000}){1000}){1000}", limits).ok());
@@ -133,7 +134,8 @@ TEST(GbnfParserTest, ExpansionPastTheSymbolLimitIsRefusedBeforeItIsBuilt) {
   for (int i = 0; i < 100; ++i) deep += ")";
   grammar = ParseGbnf(deep, limits);
   ASSERT_FALSE(grammar.ok());
-  EXPECT_NE(grammar.status().message().find("nest deeper than grammar_max_nesting = 64"), std::string::npos);
+  EXPECT_NE(grammar.status().message().find("nest deeper than grammar_max_nesting = 64"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -3,11 +3,12 @@
 // server flag that sets it. The attacks are the inputs: deep nesting, large
 // counts, ambiguous grammars whose parses multiply.
 
+#include "engine/grammar/grammar_limits.h"
+
 #include <string>
 #include <vector>
 
 #include "engine/grammar/gbnf_parser.h"
-#include "engine/grammar/grammar_limits.h"
 #include "engine/grammar/grammar_matcher.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex_to_gbnf.h"
@@ -71,8 +72,9 @@ TEST(GrammarLimitsTest, GbnfNestingIsAcceptedAtTheLimitAndRefusedPastIt) {
     GrammarLimits limits;
     limits.max_nesting = limit;
     EXPECT_TRUE(ParseGbnf(NestedGbnf(limit), limits).ok()) << limit;
-    ExpectRefusedNaming(ParseGbnf(NestedGbnf(limit + 1), limits).status(),
-                        "parentheses nest deeper than grammar_max_nesting = " + std::to_string(limit));
+    ExpectRefusedNaming(
+        ParseGbnf(NestedGbnf(limit + 1), limits).status(),
+        "parentheses nest deeper than grammar_max_nesting = " + std::to_string(limit));
   }
   // The attack: far deeper than any limit, refused without recursing into it.
   ExpectRefusedNaming(ParseGbnf(NestedGbnf(100000)).status(), "grammar_max_nesting = 64");
@@ -97,16 +99,17 @@ TEST(GrammarLimitsTest, SchemaNestingIsAcceptedAtTheLimitAndRefusedPastIt) {
     limits.max_nesting = limit;
     EXPECT_TRUE(CompileSchema(NestedSchema(limit), limits).ok()) << limit;
     const absl::Status past = CompileSchema(NestedSchema(limit + 1), limits);
-    ExpectRefusedNaming(past, "schemas nest deeper than grammar_max_nesting = " +
-                                  std::to_string(limit));
+    ExpectRefusedNaming(past,
+                        "schemas nest deeper than grammar_max_nesting = " + std::to_string(limit));
     EXPECT_NE(past.message().find("json_schema #/items"), std::string::npos) << past;
   }
   // A $ref that recurses is not nesting: it is one rule, however deep the text.
   GrammarLimits limits;
   limits.max_nesting = 8;
-  EXPECT_TRUE(CompileSchema(json::parse(R"({"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+  EXPECT_TRUE(CompileSchema(
+                  json::parse(R"({"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
                                           "$ref": "#/$defs/t"})"),
-                            limits)
+                  limits)
                   .ok());
 }
 
@@ -125,10 +128,12 @@ TEST(GrammarLimitsTest, SchemaCountsAreAcceptedAtTheRepeatLimitAndRefusedPastIt)
                         "grammar_max_repeat = 20");
   }
   // Far past it, and past int64.
-  ExpectRefusedNaming(CompileSchema(json::parse(R"({"type": "string", "maxLength": 1e300})"), limits),
-                      "grammar_max_repeat = 20");
   ExpectRefusedNaming(
-      CompileSchema(json::parse(R"({"type": "string", "maxLength": 18446744073709551615})"), limits),
+      CompileSchema(json::parse(R"({"type": "string", "maxLength": 1e300})"), limits),
+      "grammar_max_repeat = 20");
+  ExpectRefusedNaming(
+      CompileSchema(json::parse(R"({"type": "string", "maxLength": 18446744073709551615})"),
+                    limits),
       "grammar_max_repeat = 20");
 }
 
@@ -193,7 +198,8 @@ TEST(GrammarLimitsTest, ParsesAreAcceptedAtTheLimitAndRefusedPastIt) {
       GrammarMatcher unbounded(*grammar, 1 << 30);
       GrammarState state = unbounded.Start();
       ASSERT_TRUE(unbounded.AdvanceAll(state, "x"));
-      EXPECT_EQ(state.size(), static_cast<size_t>(copies + 1));  // the count the server test relies on
+      EXPECT_EQ(state.size(),
+                static_cast<size_t>(copies + 1));  // the count the server test relies on
     }
     GrammarMatcher at(*grammar, copies + 1);
     GrammarState state = at.Start();
