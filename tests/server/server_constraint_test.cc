@@ -468,6 +468,52 @@ TEST_F(GrammarLimitsTest, ASmallMaskCacheStillGivesTextThatFits) {
   }
 }
 
+// The HTTP API holds the same limits: a response_format schema and a
+// tool's parameters, at the limit and one past it (400 naming the flag).
+TEST_F(GrammarLimitsTest, TheHttpApiHoldsTheSameLimits) {
+  HttpTestClient http(server_->http_port());
+  for (int depth : {8, 9}) {
+    nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Numbers?"}}}},
+                           {"max_tokens", 8},
+                           {"response_format",
+                            {{"type", "json_schema"},
+                             {"json_schema",
+                              {{"name", "n"}, {"schema", nlohmann::json::parse(NestedSchema(depth))}}}}}};
+    HttpReply reply = http.Post("/v1/chat/completions", chat);
+    if (depth == 8) {
+      EXPECT_EQ(reply.status, 200) << reply.body;
+    } else {
+      EXPECT_EQ(reply.status, 400) << reply.body;
+      EXPECT_NE(reply.body.find("schemas nest deeper than grammar_max_nesting = 8"),
+                std::string::npos)
+          << reply.body;
+    }
+  }
+  for (int length : {20, 21}) {
+    const nlohmann::json tool = {
+        {"type", "function"},
+        {"function",
+         {{"name", "say"},
+          {"parameters",
+           {{"type", "object"},
+            {"properties", {{"text", {{"type", "string"}, {"maxLength", length}}}}},
+            {"required", {"text"}}}}}}};
+    nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Say it"}}}},
+                           {"tools", {tool}},
+                           {"tool_choice", "required"},
+                           {"max_tokens", 8}};
+    HttpReply reply = http.Post("/v1/chat/completions", chat);
+    if (length == 20) {
+      EXPECT_EQ(reply.status, 200) << reply.body;
+    } else {
+      EXPECT_EQ(reply.status, 400) << reply.body;
+      EXPECT_NE(reply.body.find("must be an integer in [0, grammar_max_repeat = 20]"),
+                std::string::npos)
+          << reply.body;
+    }
+  }
+}
+
 TEST_F(GrammarLimitsTest, ModelInfoReportsTheGrammarLimits) {
   auto stub = server_->Stub();
   grpc::ClientContext context;
