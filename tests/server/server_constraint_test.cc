@@ -473,12 +473,13 @@ TEST_F(GrammarLimitsTest, ASmallMaskCacheStillGivesTextThatFits) {
 TEST_F(GrammarLimitsTest, TheHttpApiHoldsTheSameLimits) {
   HttpTestClient http(server_->http_port());
   for (int depth : {8, 9}) {
-    nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Numbers?"}}}},
-                           {"max_tokens", 8},
-                           {"response_format",
-                            {{"type", "json_schema"},
-                             {"json_schema",
-                              {{"name", "n"}, {"schema", nlohmann::json::parse(NestedSchema(depth))}}}}}};
+    nlohmann::json chat = {
+        {"messages", {{{"role", "user"}, {"content", "Numbers?"}}}},
+        {"max_tokens", 8},
+        {"response_format",
+         {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "n"}, {"schema", nlohmann::json::parse(NestedSchema(depth))}}}}}};
     HttpReply reply = http.Post("/v1/chat/completions", chat);
     if (depth == 8) {
       EXPECT_EQ(reply.status, 200) << reply.body;
