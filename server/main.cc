@@ -224,6 +224,21 @@ ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint")
 ABSL_FLAG(int32_t, max_logit_bias, 1024, "Entries of a request's logit_bias");
 ABSL_FLAG(int64_t, max_grammar_symbols, 100000,
           "Symbols of a request's compiled grammar, repetitions expanded");
+ABSL_FLAG(int32_t, grammar_max_nesting, 64,
+          "Nesting of a request's constraint: parentheses inside parentheses in GBNF, schemas "
+          "inside schemas in a JSON schema (at least 8)");
+ABSL_FLAG(int32_t, grammar_max_repeat, 1000,
+          "Largest m and n of {m,n} in a grammar or a JSON schema pattern, and of a JSON schema's "
+          "minLength, maxLength, minItems, maxItems (at least 16: the JSON grammar's own counts)");
+ABSL_FLAG(int32_t, grammar_max_regex_nesting, 32,
+          "Groups inside groups of a JSON schema pattern (below --grammar_max_nesting)");
+ABSL_FLAG(int32_t, grammar_max_parses, 4096,
+          "Parses of a constraint alive at once: an ambiguous grammar can double them with every "
+          "byte; a token that would pass it is not allowed, and a turn left with no token fails");
+ABSL_FLAG(int64_t, grammar_mask_cache_bytes, int64_t{64} << 20,
+          "Bytes of the token masks kept for every grammar together (vocab_size / 8 bytes each: "
+          "31 KiB at 248,320 ids); the least recently used go first, to be walked again when "
+          "needed; 0 keeps none");
 ABSL_FLAG(std::string, states_dir, "",
           "Directory of the server's own named states, read at start: linserve state files, "
           "RWKV-PEFT state-tuning .pth or ai00 .state files, each named by its file name "
@@ -313,6 +328,8 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_named_state_bytes_per_tenant = absl::GetFlag(FLAGS_max_named_state_bytes_per_tenant);
   s.max_state_upload_bytes = absl::GetFlag(FLAGS_max_state_upload_bytes);
   s.named_state_cache_bytes = absl::GetFlag(FLAGS_named_state_cache_bytes);
+  s.grammar_masks.max_parses = absl::GetFlag(FLAGS_grammar_max_parses);
+  s.grammar_masks.cache_bytes = absl::GetFlag(FLAGS_grammar_mask_cache_bytes);
   RequestLimits& l = o.limits;
   l.max_prompt_bytes = static_cast<int32_t>(
       per_model(absl::GetFlag(FLAGS_max_prompt_bytes), defaults->max_prompt_bytes));
@@ -321,7 +338,10 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.max_cache_salt_bytes = absl::GetFlag(FLAGS_max_cache_salt_bytes);
   l.max_grammar_bytes = absl::GetFlag(FLAGS_max_grammar_bytes);
   l.max_choices = absl::GetFlag(FLAGS_max_choices);
-  l.max_grammar_symbols = absl::GetFlag(FLAGS_max_grammar_symbols);
+  l.grammar.max_symbols = absl::GetFlag(FLAGS_max_grammar_symbols);
+  l.grammar.max_nesting = absl::GetFlag(FLAGS_grammar_max_nesting);
+  l.grammar.max_repeat = absl::GetFlag(FLAGS_grammar_max_repeat);
+  l.grammar.max_regex_nesting = absl::GetFlag(FLAGS_grammar_max_regex_nesting);
   l.max_logit_bias = absl::GetFlag(FLAGS_max_logit_bias);
   l.sampling.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens_cap);
   l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
@@ -343,7 +363,9 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"max_stop_bytes", l.sampling.max_stop_bytes},
            {"max_grammar_bytes", l.max_grammar_bytes},
            {"max_choices", l.max_choices},
-           {"max_grammar_symbols", l.max_grammar_symbols},
+           {"max_grammar_symbols", l.grammar.max_symbols},
+           {"grammar_max_regex_nesting", l.grammar.max_regex_nesting},
+           {"grammar_max_parses", s.grammar_masks.max_parses},
            {"max_logit_bias", l.max_logit_bias},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
            {"max_named_states_per_tenant", s.max_named_states_per_tenant},
@@ -364,6 +386,24 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
         "--session_ttl_seconds, --max_sessions_per_tenant, --max_context_tokens, "
         "--prefix_cache_bytes, --prefix_cache_sightings, --max_cache_salt_bytes and "
         "--named_state_cache_bytes must not be negative");
+  }
+  // The JSON grammar every schema builds on nests a few parentheses and
+  // counts up to {1,16} itself; a pattern's groups each take a level of the
+  // GBNF they compile to, plus one around the whole.
+  if (l.grammar.max_nesting < 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grammar_max_nesting = ", l.grammar.max_nesting, " must be at least 8"));
+  }
+  if (l.grammar.max_repeat < 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grammar_max_repeat = ", l.grammar.max_repeat, " must be at least 16"));
+  }
+  if (l.grammar.max_regex_nesting >= l.grammar.max_nesting) {
+    return absl::InvalidArgumentError(
+        "--grammar_max_regex_nesting must be below --grammar_max_nesting");
+  }
+  if (s.grammar_masks.cache_bytes < 0) {
+    return absl::InvalidArgumentError("--grammar_mask_cache_bytes must not be negative");
   }
   if (l.default_max_new_tokens > l.sampling.max_new_tokens_cap) {
     return absl::InvalidArgumentError("--default_max_new_tokens exceeds --max_new_tokens_cap");

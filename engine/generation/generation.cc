@@ -42,18 +42,27 @@ void Generation::Constrain(std::shared_ptr<GrammarTokenMasks> grammar) {
   grammar_ = std::move(grammar);
 }
 
-void Generation::MaskByGrammar(absl::Span<float> logits) {
+bool Generation::MaskByGrammar(absl::Span<float> logits) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   const TokenMask& allowed = grammar_->Allowed(grammar_state_);
   masked_row_.assign(logits.begin(), logits.end());
   const auto n = static_cast<int64_t>(logits.size());
+  bool any = false;
   for (int64_t word = 0; word * 64 < n; ++word) {
     const uint64_t bits = word < static_cast<int64_t>(allowed.size()) ? allowed[word] : 0;
-    if (bits == ~uint64_t{0}) continue;
+    if (bits == ~uint64_t{0}) {
+      any = true;
+      continue;
+    }
     for (int64_t id = word * 64; id < std::min(n, word * 64 + 64); ++id) {
-      if (!((bits >> (id & 63)) & 1)) logits[id] = kMinusInf;
+      if (!((bits >> (id & 63)) & 1)) {
+        logits[id] = kMinusInf;
+      } else {
+        any = true;
+      }
     }
   }
+  return any;
 }
 
 void Generation::AdvanceGrammar(int64_t token, Step& step) {
@@ -76,7 +85,15 @@ Generation::Step Generation::NextInPlace(absl::Span<float> logits) {
     unbiased_.push_back(logits[id]);
     logits[id] += bias;
   }
-  if (grammar_) MaskByGrammar(logits);
+  if (grammar_ && !MaskByGrammar(logits)) {
+    // A dead end: nothing to sample. The row is put back as it came.
+    std::copy(masked_row_.begin(), masked_row_.end(), logits.begin());
+    for (size_t i = 0; i < unbiased_.size(); ++i) logits[logit_bias_[i].first] = unbiased_[i];
+    constraint_failed_ = true;
+    grammar_->DeadEnd(grammar_state_, &parse_bound_hit_);
+    finish_ = FinishReason::kGrammar;
+    return Step{-1, text_.Finish(), finish_};
+  }
   masked_.clear();
   for (int64_t id : never_sampled_) {
     if (id >= static_cast<int64_t>(logits.size())) break;  // ascending

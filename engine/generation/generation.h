@@ -39,7 +39,7 @@ class Generation {
   Generation(const Tokenizer& tokenizer, SamplingParams params, std::vector<int64_t> prompt);
 
   struct Step {
-    int64_t token;        // the sampled id
+    int64_t token;        // the sampled id; -1 when none fits (constraint_failed())
     std::string text;     // complete UTF-8 that this token released (may be empty)
     FinishReason finish;  // kNone while the request goes on
   };
@@ -62,10 +62,13 @@ class Generation {
   // Adds `bias` (token id, value; ids inside the vocabulary) to those logits
   // before every draw, as OpenAI's logit_bias; undone after it.
   void SetLogitBias(std::vector<std::pair<int64_t, float>> bias) { logit_bias_ = std::move(bias); }
-  // Whether a constrained generation ended because no token fit: the
-  // grammar's parses overflowed the matcher's bound (then finish_reason()
-  // is kGrammar with the text incomplete).
+  // Whether a constrained generation ended because no token fit (then
+  // finish_reason() is kGrammar with the text incomplete, and the last step
+  // sampled nothing: its token is -1).
   bool constraint_failed() const { return constraint_failed_; }
+  // Whether that was the matcher's bound on parses (grammar_max_parses):
+  // the grammar would go on, but only through more parses than allowed.
+  bool parse_bound_hit() const { return parse_bound_hit_; }
 
   // Ends a generation from outside (cancellation): the text held back as a
   // possible stop prefix or an incomplete character.
@@ -79,8 +82,9 @@ class Generation {
   Sampler& sampler() { return sampler_; }
 
  private:
-  // Writes -inf over what the constraint forbids, the row saved to masked_row_.
-  void MaskByGrammar(absl::Span<float> logits);
+  // Writes -inf over what the constraint forbids, the row saved to
+  // masked_row_; false when it forbids every token.
+  bool MaskByGrammar(absl::Span<float> logits);
   // The grammar's state after `token`; finishes the generation when it is done.
   void AdvanceGrammar(int64_t token, Step& step);
 
@@ -94,6 +98,7 @@ class Generation {
   std::vector<std::pair<int64_t, float>> logit_bias_;
   std::vector<float> unbiased_;  // the biased logits as they were
   bool constraint_failed_ = false;
+  bool parse_bound_hit_ = false;
   const int32_t max_new_tokens_;
   const bool ignore_eos_;
   Sampler sampler_;

@@ -78,7 +78,7 @@ class GbnfParser {
   }
 
   absl::Status TooLarge() const {
-    return Error(absl::StrCat("the grammar grows past ", limits_.max_symbols,
+    return Error(absl::StrCat("the grammar grows past max_grammar_symbols = ", limits_.max_symbols,
                               " symbols (repetitions expanded)"));
   }
 
@@ -181,7 +181,8 @@ class GbnfParser {
         out.push_back(GrammarSymbol::Rule(RuleId(ParseName())));
       } else if (c == '(') {
         if (depth + 1 > limits_.max_nesting) {
-          return Error(absl::StrCat("parentheses nest deeper than ", limits_.max_nesting));
+          return Error(absl::StrCat("parentheses nest deeper than grammar_max_nesting = ",
+                                    limits_.max_nesting));
         }
         ++pos_;
         SkipSpace(/*newlines=*/true);
@@ -332,7 +333,8 @@ class GbnfParser {
       while (Peek() >= '0' && Peek() <= '9') {
         n = n * 10 + (Peek() - '0');
         if (n > limits_.max_repeat) {
-          return Error(absl::StrCat("a repetition count is over ", limits_.max_repeat));
+          return Error(
+              absl::StrCat("a repetition count is over grammar_max_repeat = ", limits_.max_repeat));
         }
         ++pos_;
       }

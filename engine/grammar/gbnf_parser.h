@@ -6,16 +6,12 @@
 
 #include "absl/status/statusor.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_limits.h"
 
 namespace linserve {
 
-// What one grammar may cost. A grammar comes from a network client, and
-// repetitions multiply: "x"{1000}{1000} is a million symbols in 12 bytes.
-struct GbnfLimits {
-  int64_t max_symbols = 100000;  // in the compiled grammar, repetitions expanded
-  int max_nesting = 64;          // of parentheses
-  int max_repeat = 1000;         // the m and n of {m,n}
-};
+// GBNF honours max_symbols, max_nesting (of parentheses) and max_repeat.
+using GbnfLimits = GrammarLimits;
 
 // Parses GBNF as llama.cpp defines it into a byte grammar whose root is the
 // rule named "root":

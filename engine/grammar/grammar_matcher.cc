@@ -103,7 +103,7 @@ bool GrammarMatcher::Advance(const GrammarState& from, uint8_t byte, GrammarStat
   if (to.empty()) return false;
   SortUnique(to);
   if (static_cast<int>(to.size()) > max_parses_) {
-    overflowed_ = true;
+    ++overflows_;
     to.clear();
     return false;
   }

@@ -53,7 +53,9 @@ class GrammarMatcher {
 
   // A state with more parses than max_parses was refused as if its byte were
   // not allowed; this says that happened, so the caller can report it.
-  bool overflowed() const { return overflowed_; }
+  bool overflowed() const { return overflows_ > 0; }
+  // How many times that happened so far (a walk compares it before and after).
+  int64_t overflows() const { return overflows_; }
   // Interned stacks so far: the matcher's memory grows with this.
   size_t num_nodes() const { return nodes_.size(); }
 
@@ -84,7 +86,7 @@ class GrammarMatcher {
   std::vector<bool> successors_known_;
   GrammarState start_;
   int max_parses_;
-  bool overflowed_ = false;
+  int64_t overflows_ = 0;
   // Scratch of Expand.
   std::vector<std::pair<int32_t, int32_t>> work_;
   absl::flat_hash_map<uint64_t, bool> seen_;

@@ -55,7 +55,6 @@ const std::set<std::string> kConstraints = {
     "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
     "definitions", "pattern", "minLength", "maxLength", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "format"};
-constexpr int kMaxRepeat = 1000;  // GbnfLimits::max_repeat's default
 
 // A value's JSON type, "integer" for numbers without a fraction.
 std::string TypeOf(const json& value) {
@@ -94,6 +93,11 @@ class SchemaCompiler {
     return absl::InvalidArgumentError(absl::StrCat("json_schema ", path, ": ", what));
   }
 
+  int64_t MaxRepeat() const { return options_.limits.max_repeat; }
+  std::string RepeatRange() const {
+    return absl::StrCat("must be an integer in [0, grammar_max_repeat = ", MaxRepeat(), "]");
+  }
+
   std::string Rule(const std::string& body) {
     const std::string name = absl::StrCat("s", next_rule_++);
     absl::StrAppend(&rules_, name, " ::= ", body, "\n");
@@ -101,7 +105,11 @@ class SchemaCompiler {
   }
 
   absl::StatusOr<std::string> Visit(const json& schema, const std::string& path) {
-    if (++depth_ > 64) return Unsupported(path, "schemas nest deeper than 64");
+    if (++depth_ > options_.limits.max_nesting) {
+      --depth_;
+      return Unsupported(path, absl::StrCat("schemas nest deeper than grammar_max_nesting = ",
+                                            options_.limits.max_nesting));
+    }
     absl::StatusOr<std::string> out = VisitChecked(schema, path);
     --depth_;
     return out;
@@ -344,7 +352,8 @@ class SchemaCompiler {
     if (schema.contains("pattern")) {
       if (lengths) return Unsupported(path, "pattern together with minLength or maxLength is not supported");
       if (!schema["pattern"].is_string()) return Unsupported(path + "/pattern", "must be a string");
-      absl::StatusOr<std::string> body = RegexToGbnf(schema["pattern"].get<std::string>());
+      absl::StatusOr<std::string> body =
+          RegexToGbnf(schema["pattern"].get<std::string>(), options_.limits);
       if (!body.ok()) return Unsupported(path + "/pattern", std::string(body.status().message()));
       return Rule("\"\\\"\" " + *body + " \"\\\"\"");
     }
@@ -354,8 +363,8 @@ class SchemaCompiler {
     for (const char* key : {"minLength", "maxLength"}) {
       if (!schema.contains(key)) continue;
       const json& v = schema[key];
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxRepeat) {
-        return Unsupported(path + "/" + key, absl::StrCat("must be an integer in [0, ", kMaxRepeat, "]"));
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > MaxRepeat()) {
+        return Unsupported(path + "/" + key, RepeatRange());
       }
       (std::string(key) == "minLength" ? min : max.emplace()) = v.get<int64_t>();
     }
@@ -456,8 +465,8 @@ class SchemaCompiler {
     auto count = [&](const char* key, int64_t fallback) -> absl::StatusOr<int64_t> {
       if (!schema.contains(key)) return fallback;
       const json& v = schema[key];
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxRepeat) {
-        return Unsupported(path + "/" + key, absl::StrCat("must be an integer in [0, ", kMaxRepeat, "]"));
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > MaxRepeat()) {
+        return Unsupported(path + "/" + key, RepeatRange());
       }
       return v.get<int64_t>();
     };

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/grammar/grammar_limits.h"
 #include "nlohmann/json.hpp"
 
 namespace linserve {
@@ -30,6 +31,11 @@ struct JsonSchemaOptions {
   // xgrammar's default, so a model writes only the listed keys; false gives
   // JSON Schema's meaning (any other key may follow the listed ones).
   bool strict = true;
+  // max_nesting bounds schemas inside schemas; max_repeat the counts
+  // (minLength, maxLength, minItems, maxItems); max_regex_nesting and
+  // max_repeat a `pattern`. The GBNF compiled from the schema is parsed
+  // under the same limits.
+  GrammarLimits limits;
 };
 
 // The schema must keep its keys in the order they were written (an

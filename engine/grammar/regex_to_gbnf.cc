@@ -70,7 +70,8 @@ bool IsValidUtf8(std::string_view text) {
 
 class RegexParser {
  public:
-  explicit RegexParser(std::string_view pattern) : pattern_(pattern) {}
+  RegexParser(std::string_view pattern, const GrammarLimits& limits)
+      : pattern_(pattern), limits_(limits) {}
 
   absl::StatusOr<std::string> Parse() {
     if (!IsValidUtf8(pattern_)) return Error("text that is not valid UTF-8");
@@ -104,7 +105,10 @@ class RegexParser {
   // Each of these leaves in nullable_ whether what it parsed can match
   // nothing: a repetition of such a group would be left-recursive in GBNF.
   absl::StatusOr<std::string> Alternation(int depth) {
-    if (depth > 32) return Error("nesting deeper than 32");
+    if (depth > limits_.max_regex_nesting) {
+      return Error(absl::StrCat("groups nested deeper than grammar_max_regex_nesting = ",
+                                limits_.max_regex_nesting));
+    }
     std::string out;
     bool any = false;
     while (true) {
@@ -131,7 +135,10 @@ class RegexParser {
       if (atom_nullable && repeats_) return Error("a repetition of a group that can match nothing");
       all = all && (atom_nullable || optional_);
       if (!out.empty()) out += ' ';
-      out += quantifier.empty() ? atom : "(" + atom + ")" + quantifier;
+      // Every atom is one GBNF item (a literal, a class, or a group already in
+      // parentheses), so a quantifier applies to it whole; wrapping it again
+      // would spend a level of GBNF nesting (grammar_max_nesting) for nothing.
+      out += atom + quantifier;
     }
     nullable_ = all;
     return out;
@@ -159,7 +166,8 @@ class RegexParser {
       int min = 0, max = 0;
       if (!Count(low, min) || (!high.empty() && !Count(high, max)) ||
           (!high.empty() && max < min)) {
-        return Error("a malformed {m,n} (m <= n <= 1000)");
+        return Error(absl::StrCat(
+            "a malformed {m,n} (m <= n <= grammar_max_repeat = ", limits_.max_repeat, ")"));
       }
       repeats_ = high.empty() || max > 1;
       optional_ = min == 0;
@@ -172,15 +180,15 @@ class RegexParser {
     return out;
   }
 
-  // A repetition count: digits, at most 1000 (GbnfLimits::max_repeat's default).
-  static bool Count(std::string_view digits, int& value) {
-    if (digits.empty() || digits.size() > 4) return false;
+  // A repetition count: digits, at most max_repeat.
+  bool Count(std::string_view digits, int& value) const {
+    if (digits.empty() || digits.size() > 9) return false;  // no int overflow
     value = 0;
     for (char c : digits) {
       if (c < '0' || c > '9') return false;
       value = value * 10 + (c - '0');
     }
-    return value <= 1000;
+    return value <= limits_.max_repeat;
   }
 
   absl::StatusOr<std::string> Atom(int depth) {
@@ -326,6 +334,7 @@ class RegexParser {
   }
 
   std::string_view pattern_;
+  const GrammarLimits limits_;
   size_t pos_ = 0;
   size_t last_start_ = 0;
   bool nullable_ = false;
@@ -351,8 +360,8 @@ std::string GbnfLiteral(std::string_view text) {
   return out + "\"";
 }
 
-absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern) {
-  return RegexParser(pattern).Parse();
+absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern, const GrammarLimits& limits) {
+  return RegexParser(pattern, limits).Parse();
 }
 
 }  // namespace linserve

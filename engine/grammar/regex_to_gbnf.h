@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/grammar/grammar_limits.h"
 
 namespace linserve {
 
@@ -20,7 +21,9 @@ namespace linserve {
 // patterns are not anchored: without ^ any text may come first, without $
 // any text may follow). Lookaround, backreferences, lazy quantifiers and
 // anchors inside the pattern are InvalidArgument naming the construct.
-absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern);
+// `limits`: max_regex_nesting bounds groups inside groups, max_repeat the m
+// and n of {m,n}; each error names its limit.
+absl::StatusOr<std::string> RegexToGbnf(std::string_view pattern, const GrammarLimits& limits = {});
 
 // A GBNF literal ("...") of `text`, escaped.
 std::string GbnfLiteral(std::string_view text);

@@ -57,13 +57,22 @@ std::shared_ptr<const TokenTrie> TokenTrieOf(const Tokenizer& tokenizer) {
   return std::make_shared<const TokenTrie>(pieces, std::move(end_ids));
 }
 
-GrammarTokenMasks::GrammarTokenMasks(std::shared_ptr<const TokenTrie> trie,
-                                     const Grammar& grammar, size_t max_cached_masks)
-    : trie_(std::move(trie)), matcher_(grammar), max_cached_masks_(max_cached_masks) {
+GrammarTokenMasks::GrammarTokenMasks(std::shared_ptr<const TokenTrie> trie, const Grammar& grammar,
+                                     const GrammarMaskOptions& options,
+                                     std::shared_ptr<MaskCache> cache)
+    : trie_(std::move(trie)),
+      matcher_(grammar, options.max_parses),
+      max_parses_(options.max_parses),
+      cache_(cache != nullptr ? std::move(cache)
+                              : std::make_shared<MaskCache>(options.cache_bytes)),
+      owner_(cache_->NewOwner()) {
   by_depth_.resize(static_cast<size_t>(trie_->max_depth_) + 1);
 }
 
-void GrammarTokenMasks::Compute(const GrammarState& state, TokenMask& mask) {
+GrammarTokenMasks::~GrammarTokenMasks() { cache_->Forget(owner_); }
+
+bool GrammarTokenMasks::Compute(const GrammarState& state, TokenMask& mask) {
+  const int64_t overflows_before = matcher_.overflows();
   const TokenTrie& trie = *trie_;
   mask.assign(static_cast<size_t>((trie.vocab_size_ + 63) / 64), 0);
   auto allow = [&mask](int32_t id) { mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
@@ -81,26 +90,27 @@ void GrammarTokenMasks::Compute(const GrammarState& state, TokenMask& mask) {
     for (int32_t k = node.ids_begin; k < node.ids_end; ++k) allow(trie.ids_[k]);
     ++i;
   }
-}
-
-std::vector<GrammarState> GrammarTokenMasks::CachedStates() const {
-  std::vector<GrammarState> states;
-  for (const auto& [state, mask] : cache_) states.push_back(state);
-  return states;
+  return matcher_.overflows() != overflows_before;
 }
 
 const TokenMask& GrammarTokenMasks::Allowed(const GrammarState& state) {
-  auto it = cache_.find(state);
-  if (it != cache_.end()) return *it->second;
-  if (cache_.size() >= max_cached_masks_) {
-    // Past the cap, a state's mask is computed each time rather than evicting
-    // the ones a grammar keeps coming back to.
-    Compute(state, uncached_);
-    return uncached_;
+  if (const TokenMask* cached = cache_->Find(owner_, state)) return *cached;
+  TokenMask mask;
+  Compute(state, mask);
+  if (const TokenMask* kept = cache_->Insert(owner_, state, std::move(mask))) return *kept;
+  // Too big for the whole cache: walked again at every ask.
+  Compute(state, uncached_);
+  return uncached_;
+}
+
+bool GrammarTokenMasks::DeadEnd(const GrammarState& state, bool* by_parse_bound) {
+  const TokenMask& allowed = Allowed(state);
+  for (uint64_t word : allowed) {
+    if (word != 0) return false;
   }
-  auto mask = std::make_unique<TokenMask>();
-  Compute(state, *mask);
-  return *cache_.emplace(state, std::move(mask)).first->second;
+  // Rare: walked once more to learn why.
+  if (by_parse_bound != nullptr) *by_parse_bound = Compute(state, uncached_);
+  return true;
 }
 
 }  // namespace linserve

@@ -236,6 +236,11 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_max_grammar_bytes(options_.limits.max_grammar_bytes);
   limits->set_max_choices(options_.limits.max_choices);
   limits->set_max_logit_bias(options_.limits.max_logit_bias);
+  limits->set_max_grammar_symbols(options_.limits.grammar.max_symbols);
+  limits->set_grammar_max_nesting(options_.limits.grammar.max_nesting);
+  limits->set_grammar_max_repeat(options_.limits.grammar.max_repeat);
+  limits->set_grammar_max_regex_nesting(options_.limits.grammar.max_regex_nesting);
+  limits->set_grammar_max_parses(options_.scheduler.grammar_masks.max_parses);
   limits->set_max_state_upload_bytes(options_.scheduler.max_state_upload_bytes);
   limits->set_max_named_states_per_tenant(options_.scheduler.max_named_states_per_tenant);
   limits->set_max_named_state_bytes_per_tenant(

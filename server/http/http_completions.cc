@@ -127,8 +127,9 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   absl::StatusOr<RequestJson> body = handlers_->ParseBody(req);
   if (!body.ok()) return body.status();
 
-  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
-      endpoint_, *body, *handlers_->chat_template(), req.Header("x-session-id"));
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(endpoint_, *body, *handlers_->chat_template(), req.Header("x-session-id"),
+                         handlers_->service_->options().limits.grammar);
   auto field_error = [&](const absl::Status& status) {
     const OpenAiField field = ToOpenAiField(endpoint_, std::string(status.message()));
     Fail(absl::Status(status.code(), field.message), field.param);

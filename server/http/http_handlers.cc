@@ -296,7 +296,7 @@ HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
   const bool chat = body->contains("messages");
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
-                         *body, *chat_template(), "");
+                         *body, *chat_template(), "", service_->options().limits.grammar);
   absl::Status valid = parsed.status();
   const std::string& text = parsed.ok() ? parsed->generate.prompt() : "";
   if (valid.ok()) valid = ValidateSessionPrompt("prompt", text, service_->options().limits);

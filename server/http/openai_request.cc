@@ -388,7 +388,8 @@ absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAi
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
                                                  const ChatTemplate& chat_template,
-                                                 const std::string& header_session_id) {
+                                                 const std::string& header_session_id,
+                                                 const GrammarLimits& grammar_limits) {
   if (!body.is_object()) return Invalid("the request body must be a JSON object");
   OpenAiRequest out;
   Fields f(body);
@@ -411,7 +412,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       return Invalid("tools and a response_format or structured_outputs constraint are both set; "
                      "send one");
     }
-    LINSERVE_ASSIGN_OR_RETURN(std::string grammar, ToolGrammar(out.tools, chat_template));
+    LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
+                              ToolGrammar(out.tools, chat_template, grammar_limits));
     out.generate.set_grammar(std::move(grammar));
   }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));

@@ -52,10 +52,10 @@ struct OpenAiRequest {
 // constraint, logit_bias its logit_bias; GenerateRequest's validation
 // checks them as it checks gRPC's.
 // `header_session_id` is the x-session-id header ("" when absent).
-absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
-                                                 const RequestJson& body,
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const RequestJson& body,
                                                  const ChatTemplate& chat_template,
-                                                 const std::string& header_session_id);
+                                                 const std::string& header_session_id,
+                                                 const GrammarLimits& grammar_limits = {});
 
 // The OpenAI name of the request field an INVALID_ARGUMENT message of the
 // validation starts with ("max_new_tokens = 0 is outside ..." -> "max_tokens"),

@@ -141,7 +141,8 @@ std::string ToolListText(const OpenAiTools& tools) {
   return text;
 }
 
-absl::StatusOr<std::string> ToolGrammar(const OpenAiTools& tools, const ChatTemplate& chat) {
+absl::StatusOr<std::string> ToolGrammar(const OpenAiTools& tools, const ChatTemplate& chat,
+                                        const GrammarLimits& limits) {
   const ChatTemplate::Tools* shown = chat.tools();
   if (tools.choice == OpenAiTools::Choice::kAuto && shown == nullptr) {
     return Invalid(
@@ -158,7 +159,9 @@ absl::StatusOr<std::string> ToolGrammar(const OpenAiTools& tools, const ChatTemp
                      {"required", {"name", "arguments"}},
                      {"additionalProperties", false}});
   }
-  absl::StatusOr<std::string> call = JsonSchemaToGbnf(RequestJson{{"anyOf", calls}});
+  JsonSchemaOptions options;
+  options.limits = limits;
+  absl::StatusOr<std::string> call = JsonSchemaToGbnf(RequestJson{{"anyOf", calls}}, options);
   if (!call.ok()) return Invalid(absl::StrCat("tools: ", call.status().message()));
   // The schema's own root becomes the call's rule.
   std::string gbnf = "tool-call" + call->substr(std::string("root").size());

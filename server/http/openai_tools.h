@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/grammar/grammar_limits.h"
 #include "server/http/chat_template.h"
 #include "server/http/openai_request_json.h"
 
@@ -46,7 +47,9 @@ std::string ToolListText(const OpenAiTools& tools);
 // tools (how a call starts); without one it is INVALID_ARGUMENT saying so.
 // A schema keyword the grammar cannot honour is INVALID_ARGUMENT naming the
 // tool.
-absl::StatusOr<std::string> ToolGrammar(const OpenAiTools& tools, const ChatTemplate& chat);
+// `limits`: the server's, as for a json_schema constraint.
+absl::StatusOr<std::string> ToolGrammar(const OpenAiTools& tools, const ChatTemplate& chat,
+                                        const GrammarLimits& limits = {});
 
 // A call as an assistant message renders it, and as a turn writes it.
 std::string ToolCallText(const ChatTemplate& chat, std::string_view name,

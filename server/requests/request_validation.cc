@@ -148,13 +148,14 @@ absl::Status ValidateConstraint(const v1::GenerateRequest& request, const Reques
                                   " bytes; at most max_grammar_bytes = ", max_bytes));
     }
     // Its own errors name json_schema and the place in the schema.
-    LINSERVE_ASSIGN_OR_RETURN(call.grammar_text, JsonSchemaTextToGbnf(request.json_schema()));
+    JsonSchemaOptions options;
+    options.limits = limits.grammar;
+    LINSERVE_ASSIGN_OR_RETURN(call.grammar_text,
+                              JsonSchemaTextToGbnf(request.json_schema(), options));
   } else {
     return absl::OkStatus();
   }
-  GbnfLimits gbnf;
-  gbnf.max_symbols = limits.max_grammar_symbols;
-  absl::StatusOr<Grammar> grammar = ParseGbnf(call.grammar_text, gbnf);
+  absl::StatusOr<Grammar> grammar = ParseGbnf(call.grammar_text, limits.grammar);
   if (!grammar.ok()) {
     return Invalid(absl::StrCat(std::string(field), ": ", grammar.status().message()));
   }

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/generation/sampler.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_limits.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/common/protocol.h"
 
@@ -27,7 +28,10 @@ struct RequestLimits {
   int32_t max_cache_salt_bytes = 256;
   int32_t max_grammar_bytes = 65536;  // a constraint's text (a choice's strings together)
   int32_t max_choices = 256;          // strings of a choice
-  int64_t max_grammar_symbols = 100000;  // of the compiled grammar (GbnfLimits)
+  // What a constraint may compile to: symbols (max_grammar_symbols), nesting
+  // (grammar_max_nesting), {m,n} (grammar_max_repeat), a pattern's groups
+  // (grammar_max_regex_nesting).
+  GrammarLimits grammar;
   int32_t max_logit_bias = 1024;         // entries of a request's logit_bias
 };
 

@@ -167,7 +167,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       commands_(*model_, sessions_),
       named_(*model_, facts_.fingerprint, sessions_, metrics, options),
       runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
-              [this] { TurnEnded(); }) {
+              options.grammar_masks, [this] { TurnEnded(); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
   if (facts_.state_grows && options.prefix_cache_bytes > 0) {
     LogInfo("prefix_cache_off", {{"reason", "this model's state grows with every token (the "

@@ -10,12 +10,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/grammar/token_masks.h"
 #include "engine/text/tokenizer.h"
 #include "server/common/metrics.h"
 #include "server/requests/request_validation.h"
+#include "server/scheduling/turn_sink.h"
 #include "server/store/state_file.h"
 #include "server/store/state_store.h"
-#include "server/scheduling/turn_sink.h"
 
 namespace linserve {
 
@@ -55,6 +56,10 @@ struct SchedulerOptions {
   int64_t max_state_upload_bytes = 16 << 20;  // one upload, as sent
   // Tenants' named states kept restored in memory (the server's own always are).
   int64_t named_state_cache_bytes = 256 << 20;
+  // Structured output: the parses one grammar state may hold
+  // (grammar_max_parses), and the bytes of every grammar's token masks
+  // together (grammar_mask_cache_bytes; least recently used go first).
+  GrammarMaskOptions grammar_masks;
 };
 
 // A named state as the API reports it (proto NamedState).

@@ -19,11 +19,24 @@ namespace {
 double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// Why a constrained turn found no token to sample: the matcher's bound on
+// parses, or a grammar that needs bytes no token has.
+absl::Status ConstraintDeadEnd(const Generation& generation, int max_parses) {
+  if (generation.parse_bound_hit()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "constraint: after ", generation.generated_tokens(),
+        " tokens the grammar needs more parses at once than grammar_max_parses = ", max_parses));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("constraint: after ", generation.generated_tokens(),
+                   " tokens the grammar allows no token of this vocabulary and may not end there"));
+}
+
 }  // namespace
 
 TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
                        Metrics* metrics, int64_t max_context_tokens,
-                       std::function<void()> turn_ended)
+                       const GrammarMaskOptions& grammar_masks, std::function<void()> turn_ended)
     : model_(model),
       tokenizer_(model.tokenizer()),
       sessions_(sessions),
@@ -31,7 +44,9 @@ TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCac
       metrics_(metrics),
       max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
       turn_ended_(std::move(turn_ended)),
-      pool_(model.state_layout()) {}
+      pool_(model.state_layout()),
+      grammar_options_(grammar_masks),
+      mask_cache_(std::make_shared<MaskCache>(grammar_masks.cache_bytes)) {}
 
 absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
   if (max_context_tokens_ <= 0) return absl::OkStatus();
@@ -174,7 +189,8 @@ std::shared_ptr<GrammarTokenMasks> TurnRunner::GrammarFor(const GenerateCall& ca
     absl::erase_if(grammars_, [](const auto& entry) { return entry.second.use_count() == 1; });
   }
   if (!token_trie_) token_trie_ = TokenTrieOf(tokenizer_);
-  auto grammar = std::make_shared<GrammarTokenMasks>(token_trie_, *call.grammar);
+  auto grammar = std::make_shared<GrammarTokenMasks>(token_trie_, *call.grammar, grammar_options_,
+                                                     mask_cache_);
   grammars_.emplace(call.grammar_text, grammar);
   return grammar;
 }
@@ -327,6 +343,13 @@ void TurnRunner::SampleAndEmit(const std::vector<Turn*>& turns, const std::vecto
 }
 
 void TurnRunner::Emit(Turn& turn, absl::Span<const float> row, const Generation::Step& step) {
+  if (turn.generation->constraint_failed() && step.token < 0) {
+    // Nothing was sampled: the turn ends with an error, and a session keeps
+    // the state it had before the turn.
+    metrics_->CountRejection("constraint");
+    FinishWithError(turn, ConstraintDeadEnd(*turn.generation, grammar_options_.max_parses));
+    return;
+  }
   const absl::Time now = absl::Now();
   if (turn.first_token == absl::InfinitePast()) {
     turn.first_token = now;

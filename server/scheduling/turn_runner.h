@@ -36,9 +36,10 @@ class TurnRunner {
   // `turn_ended` runs once per turn, when it is done and before its stream
   // or CreateSession hears the end (the scheduler frees its place there).
   // `max_context_tokens` bounds a growing state (0: no bound; see
-  // SchedulerOptions).
+  // SchedulerOptions); `grammar_masks` the grammars' parses and masks.
   TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
-             Metrics* metrics, int64_t max_context_tokens, std::function<void()> turn_ended);
+             Metrics* metrics, int64_t max_context_tokens, const GrammarMaskOptions& grammar_masks,
+             std::function<void()> turn_ended);
 
   // Sets up an admitted stateless or CreateSession turn: its session (made),
   // its state, the tokens to prefill, its sampler and seed.
@@ -113,6 +114,9 @@ class TurnRunner {
   absl::BitGen bitgen_;
   std::array<absl::Duration, kStepPhases> phase_times_{};
   std::shared_ptr<const TokenTrie> token_trie_;
+  const GrammarMaskOptions grammar_options_;
+  // Every grammar's masks, in grammar_masks.cache_bytes together.
+  const std::shared_ptr<MaskCache> mask_cache_;
   // Grammars by their GBNF text: generations of the same grammar share its
   // interned parses and cached masks. Past kMaxGrammars, those no turn uses
   // are dropped.

@@ -321,5 +321,211 @@ TEST_F(ConstraintTest, ModelInfoListsTheConstraintsAndTheirLimits) {
   EXPECT_EQ(info.limits().max_choices(), 4);
 }
 
+// The grammar limits set by flags, each met exactly and passed by one: at
+// the limit a turn runs, past it the request is refused naming the field
+// and the flag. The mask cache is smaller than a handful of masks, so every
+// turn here also runs through eviction.
+class GrammarLimitsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = WriteTinyModel(FreshDir("grammar-limits-model"), 11, /*add_bos=*/false);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto server = ServerProcess::Start(
+        {"--model=" + *model, "--store_dir=" + FreshDir("grammar-limits-store"),
+         "--grammar_max_nesting=8", "--grammar_max_repeat=20", "--grammar_max_regex_nesting=4",
+         "--grammar_max_parses=16", "--grammar_mask_cache_bytes=1024"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() { delete server_; }
+
+  static std::string Repeated(const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  }
+  static std::string NestedSchema(int depth) {
+    std::string schema = R"({"type": "integer"})";
+    for (int i = 1; i < depth; ++i) schema = R"({"type": "array", "items": )" + schema + "}";
+    return schema;
+  }
+  static std::string PatternSchema(const std::string& pattern) {
+    return R"({"type": "string", "pattern": ")" + pattern + R"("})";
+  }
+
+  static ServerProcess* server_;
+};
+ServerProcess* GrammarLimitsTest::server_ = nullptr;
+
+TEST_F(GrammarLimitsTest, EachLimitIsAcceptedAtItAndRefusedByNamePastIt) {
+  auto stub = server_->Stub();
+  struct Case {
+    std::function<void(v1::GenerateRequest&, bool past)> set;
+    const char* message;  // past the limit
+  };
+  const std::vector<Case> cases = {
+      {[](auto& r, bool past) {
+         const int depth = past ? 9 : 8;
+         r.set_grammar("root ::= " + Repeated("(", depth) + "\"x\"" + Repeated(")", depth));
+       },
+       "parentheses nest deeper than grammar_max_nesting = 8"},
+      {[](auto& r, bool past) {
+         r.set_grammar(past ? "root ::= \"a\"{0,21}" : "root ::= \"a\"{0,20}");
+       },
+       "a repetition count is over grammar_max_repeat = 20"},
+      {[](auto& r, bool past) { r.set_json_schema(NestedSchema(past ? 9 : 8)); },
+       "json_schema #/items/items/items/items/items/items/items/items: schemas nest deeper than "
+       "grammar_max_nesting = 8"},
+      {[](auto& r, bool past) {
+         r.set_json_schema(past ? R"({"type": "string", "maxLength": 21})"
+                                : R"({"type": "string", "maxLength": 20})");
+       },
+       "json_schema #/maxLength: must be an integer in [0, grammar_max_repeat = 20]"},
+      {[](auto& r, bool past) {
+         r.set_json_schema(past ? R"({"type": "array", "minItems": 21})"
+                                : R"({"type": "array", "minItems": 20})");
+       },
+       "json_schema #/minItems: must be an integer in [0, grammar_max_repeat = 20]"},
+      {[](auto& r, bool past) {
+         const int depth = past ? 5 : 4;
+         r.set_json_schema(
+             PatternSchema("^" + Repeated("(", depth) + "a" + Repeated(")", depth) + "$"));
+       },
+       "groups nested deeper than grammar_max_regex_nesting = 4"},
+      {[](auto& r, bool past) { r.set_json_schema(PatternSchema(past ? "^a{21}$" : "^a{20}$")); },
+       "json_schema #/pattern: pattern \"a{21}\": a malformed {m,n} (m <= n <= "
+       "grammar_max_repeat = 20)"},
+  };
+  for (const Case& c : cases) {
+    for (bool past : {false, true}) {
+      v1::GenerateRequest request = MakeRequest("x", "", 8, 1);
+      c.set(request, past);
+      GenerateOutcome outcome = RunGenerate(*stub, request);
+      if (!past) {
+        EXPECT_TRUE(outcome.status.ok()) << c.message << ": " << outcome.status.error_message();
+        continue;
+      }
+      EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+      EXPECT_NE(outcome.status.error_message().find(c.message), std::string::npos)
+          << outcome.status.error_message();
+    }
+  }
+}
+
+// Parses are counted while the turn runs: after "x", each optional z is a
+// parse and the y one more. 15 of them need 16 parses, which the limit
+// allows; 16 need 17, so the x cannot be written, and the turn ends with
+// RESOURCE_EXHAUSTED naming the flag. A session's turn that fails so keeps
+// the session as it was: its next turn runs from there.
+TEST_F(GrammarLimitsTest, ParsesAreCountedAsTheTurnRunsAndASessionLosesNothing) {
+  auto stub = server_->Stub();
+  v1::GenerateRequest at = MakeRequest("x", "", 30, 1);
+  at.set_grammar(R"(root ::= "x" ("z"?){15} "y")");
+  GenerateOutcome ok = RunGenerate(*stub, at);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_TRUE(std::regex_match(ok.text, std::regex("xz{0,15}y"))) << ok.text;
+  EXPECT_EQ(ok.finished.reason(), v1::FINISH_REASON_GRAMMAR);
+
+  absl::StatusOr<v1::Session> session = CreateSession(*stub, "Q: ");
+  ASSERT_TRUE(session.ok()) << session.status();
+  const int64_t position = GetSession(*stub, session->id()).position();
+  v1::GenerateRequest past = MakeRequest("x", session->id(), 30, 1);
+  past.set_grammar(R"(root ::= "x" ("z"?){16} "y")");
+  GenerateOutcome refused = RunGenerate(*stub, past);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.status.error_message().find(
+                "constraint: after 0 tokens the grammar needs more parses at once than "
+                "grammar_max_parses = 16"),
+            std::string::npos)
+      << refused.status.error_message();
+  EXPECT_EQ(refused.text, "");
+  EXPECT_EQ(GetSession(*stub, session->id()).position(), position);
+  GenerateOutcome next = RunGenerate(*stub, MakeRequest("more", session->id(), 5, 2));
+  ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_EQ(next.finished.usage().generated_tokens(), 5);
+}
+
+// With a cache of 1 KiB (a handful of masks of this 258-id vocabulary),
+// the masks are evicted all the time, and every turn is still its schema's.
+TEST_F(GrammarLimitsTest, ASmallMaskCacheStillGivesTextThatFits) {
+  auto stub = server_->Stub();
+  constexpr char kSchema[] = R"({"type": "object", "properties": {
+      "score": {"type": "integer", "minimum": -5, "maximum": 5},
+      "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3}},
+      "required": ["score", "tags"]})";
+  for (int seed = 1; seed <= 4; ++seed) {
+    v1::GenerateRequest request = MakeRequest("JSON: ", "", 300, seed, 1.2f);
+    request.set_json_schema(kSchema);
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    ASSERT_EQ(outcome.finished.reason(), v1::FINISH_REASON_GRAMMAR) << outcome.text;
+    const nlohmann::json value = nlohmann::json::parse(outcome.text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << outcome.text;
+    EXPECT_GE(value["score"].get<int>(), -5);
+    EXPECT_LE(value["score"].get<int>(), 5);
+    EXPECT_GE(value["tags"].size(), 1u);
+    EXPECT_LE(value["tags"].size(), 3u);
+  }
+}
+
+// The HTTP API holds the same limits: a response_format schema and a
+// tool's parameters, at the limit and one past it (400 naming the flag).
+TEST_F(GrammarLimitsTest, TheHttpApiHoldsTheSameLimits) {
+  HttpTestClient http(server_->http_port());
+  for (int depth : {8, 9}) {
+    nlohmann::json chat = {
+        {"messages", {{{"role", "user"}, {"content", "Numbers?"}}}},
+        {"max_tokens", 8},
+        {"response_format",
+         {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "n"}, {"schema", nlohmann::json::parse(NestedSchema(depth))}}}}}};
+    HttpReply reply = http.Post("/v1/chat/completions", chat);
+    if (depth == 8) {
+      EXPECT_EQ(reply.status, 200) << reply.body;
+    } else {
+      EXPECT_EQ(reply.status, 400) << reply.body;
+      EXPECT_NE(reply.body.find("schemas nest deeper than grammar_max_nesting = 8"),
+                std::string::npos)
+          << reply.body;
+    }
+  }
+  for (int length : {20, 21}) {
+    const nlohmann::json tool = {
+        {"type", "function"},
+        {"function",
+         {{"name", "say"},
+          {"parameters",
+           {{"type", "object"},
+            {"properties", {{"text", {{"type", "string"}, {"maxLength", length}}}}},
+            {"required", {"text"}}}}}}};
+    nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Say it"}}}},
+                           {"tools", {tool}},
+                           {"tool_choice", "required"},
+                           {"max_tokens", 8}};
+    HttpReply reply = http.Post("/v1/chat/completions", chat);
+    if (length == 20) {
+      EXPECT_EQ(reply.status, 200) << reply.body;
+    } else {
+      EXPECT_EQ(reply.status, 400) << reply.body;
+      EXPECT_NE(reply.body.find("must be an integer in [0, grammar_max_repeat = 20]"),
+                std::string::npos)
+          << reply.body;
+    }
+  }
+}
+
+TEST_F(GrammarLimitsTest, ModelInfoReportsTheGrammarLimits) {
+  auto stub = server_->Stub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.limits().grammar_max_nesting(), 8);
+  EXPECT_EQ(info.limits().grammar_max_repeat(), 20);
+  EXPECT_EQ(info.limits().grammar_max_regex_nesting(), 4);
+  EXPECT_EQ(info.limits().grammar_max_parses(), 16);
+  EXPECT_EQ(info.limits().max_grammar_symbols(), 100000);
+}
+
 }  // namespace
 }  // namespace linserve

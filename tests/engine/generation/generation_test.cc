@@ -241,5 +241,43 @@ TEST(GenerationTest, WorldEndOfTextIsEos) {
   EXPECT_EQ(step.text, "");
 }
 
+// A grammar whose only next byte would take more parses than the matcher's
+// bound: the generation samples nothing (token -1), ends with kGrammar and
+// says why; the row comes back as it was. At the bound it goes on.
+TEST(GenerationTest, AGrammarPastItsParseBoundEndsWithoutSampling) {
+  const Tokenizer bytes = Tokenizer::Bytes(260);
+  // After "x", each of the 15 optional z's is a parse, and the y one more: 16.
+  absl::StatusOr<Grammar> grammar = ParseGbnf(R"(root ::= "x" ("z"?){15} "y")");
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  for (int max_parses : {16, 15}) {
+    GrammarMaskOptions options;
+    options.max_parses = max_parses;
+    auto masks = std::make_shared<GrammarTokenMasks>(TokenTrieOf(bytes), *grammar, options);
+    SamplingParams params;
+    params.temperature = 0.0f;
+    params.max_new_tokens = 4;
+    Generation generation(bytes, params, {});
+    generation.Constrain(masks);
+    std::vector<float> logits(260, 0.0f);
+    logits['z'] = 5.0f;
+    const std::vector<float> before = logits;
+    const Generation::Step step = generation.NextInPlace(absl::MakeSpan(logits));
+    EXPECT_EQ(logits, before);
+    if (max_parses == 16) {
+      EXPECT_EQ(step.token, 'x');
+      EXPECT_FALSE(generation.finished());
+      EXPECT_EQ(generation.NextInPlace(absl::MakeSpan(logits)).token, 'z');
+      EXPECT_FALSE(generation.constraint_failed());
+    } else {
+      EXPECT_EQ(step.token, -1);
+      EXPECT_EQ(step.finish, FinishReason::kGrammar);
+      EXPECT_TRUE(generation.finished());
+      EXPECT_TRUE(generation.constraint_failed());
+      EXPECT_TRUE(generation.parse_bound_hit());
+      EXPECT_EQ(generation.generated_tokens(), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace linserve

@@ -100,7 +100,7 @@ TEST(GbnfParserTest, ErrorsNameTheLineAndWhatIsWrong) {
       {"root ::= \"\\xZZ\"", "expected 2 hexadecimal digits"},
       {"root ::= (\"a\"", "expected ')'"},
       {"root ::= \"a\"{3,2}", "n is less than m"},
-      {"root ::= \"a\"{5000}", "a repetition count is over 1000"},
+      {"root ::= \"a\"{5000}", "a repetition count is over grammar_max_repeat = 1000"},
       {"root ::= \"a\" )", "expected the end of the line after the rule"},
       {"root ::= root \"a\" | \"b\"", "rule 'root' is left-recursive"},
       {"root ::= x \"a\"\nx ::= \"\" | root", "is left-recursive"},
@@ -123,7 +123,8 @@ TEST(GbnfParserTest, ExpansionPastTheSymbolLimitIsRefusedBeforeItIsBuilt) {
   const std::string ten(10, 'x');
   absl::StatusOr<Grammar> grammar = ParseGbnf("root ::= \"" + ten + "\"{1000}", limits);
   ASSERT_FALSE(grammar.ok());
-  EXPECT_NE(grammar.status().message().find("grows past 5000 symbols"), std::string::npos)
+  EXPECT_NE(grammar.status().message().find("grows past max_grammar_symbols = 5000 symbols"),
+            std::string::npos)
       << grammar.status();
   // Nesting repetitions goes through rules, which stay small.
   EXPECT_TRUE(ParseGbnf("root ::= ((\"x\"{1000}){1000}){1000}", limits).ok());
@@ -133,7 +134,8 @@ TEST(GbnfParserTest, ExpansionPastTheSymbolLimitIsRefusedBeforeItIsBuilt) {
   for (int i = 0; i < 100; ++i) deep += ")";
   grammar = ParseGbnf(deep, limits);
   ASSERT_FALSE(grammar.ok());
-  EXPECT_NE(grammar.status().message().find("nest deeper than 64"), std::string::npos);
+  EXPECT_NE(grammar.status().message().find("nest deeper than grammar_max_nesting = 64"),
+            std::string::npos);
 }
 
 }  // namespace
