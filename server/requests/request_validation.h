@@ -29,6 +29,7 @@ struct RequestLimits {
   int32_t max_choices = 256;          // strings of a choice
   int64_t max_grammar_symbols = 100000;  // of the compiled grammar (GbnfLimits)
   int32_t max_logit_bias = 1024;         // entries of a request's logit_bias
+  int32_t max_n = 16;                    // choices of one request (HTTP n, best_of)
 };
 
 // A Generate request after validation, in the engine's terms.
@@ -41,6 +42,9 @@ struct GenerateCall {
   bool seed_given = false;  // false: the server picks the seed
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Sum the sampled tokens' log-probabilities even without logprobs
+  // (best_of ranks its choices by the sum).
+  bool cumulative_logprob = false;
   std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
   // The constraint, parsed (null: none), and its GBNF text, which names it in
   // the engine's cache of grammars.
