@@ -440,6 +440,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   LINSERVE_RETURN_IF_ERROR(ReadChoices(endpoint, f, out));
   LINSERVE_ASSIGN_OR_RETURN(
       out.tools, ReadTools(f.Get("tools"), f.Get("tool_choice"), f.Get("parallel_tool_calls")));
+  if (out.n > 1 && out.tools.active()) {
+    return Invalid(absl::StrCat("n = ", out.n, " with tools is not supported; send n = 1"));
+  }
   if (endpoint == OpenAiEndpoint::kCompletions) {
     if (out.tools.active()) return Invalid("tools need /v1/chat/completions");
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
@@ -461,9 +464,6 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (out.stream && out.best_of > 1) {
     return Invalid("best_of > 1 cannot be streamed: the best are known only at the end");
-  }
-  if (out.n > 1 && out.tools.active()) {
-    return Invalid(absl::StrCat("n = ", out.n, " with tools is not supported; send n = 1"));
   }
   if (const Json* options = f.Get("stream_options"); options != nullptr) {
     if (!options->is_object()) return Invalid("stream_options must be an object");
