@@ -400,18 +400,18 @@ absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAi
   LINSERVE_RETURN_IF_ERROR(f.String("cache_salt", &salt));
   out.generate.set_cache_salt(salt);
   // Only one choice can continue a session: with n > 1 the client names it.
-  const bool session = out.new_session || !out.generate.session_id().empty();
+  const bool with_session = out.new_session || !out.generate.session_id().empty();
   bool choice_given = false;
   LINSERVE_RETURN_IF_ERROR(f.Integer("session_choice", 0, std::numeric_limits<int32_t>::max(),
                                      [&](int64_t v) {
                                        out.session_choice = static_cast<int32_t>(v);
                                        choice_given = true;
                                      }));
-  if (choice_given && !session) {
+  if (choice_given && !with_session) {
     return Invalid("session_choice names the choice that continues a session; send it with "
                    "session_id (or x-session-id) or session = \"new\"");
   }
-  if (!session) return absl::OkStatus();
+  if (!with_session) return absl::OkStatus();
   if (out.best_of > out.n) {
     return Invalid(absl::StrCat("best_of = ", out.best_of, " with a session: the choice that "
                                 "continues it is named before the best are known; send n"));
