@@ -357,10 +357,10 @@ absl::Status ReadChoices(OpenAiEndpoint endpoint, Fields& f, OpenAiRequest& out)
     out.best_of = v;
     best_of_given = true;
   }));
-  if (!best_of_given) out.best_of = out.n;
-  if (out.best_of > 1 && endpoint == OpenAiEndpoint::kChatCompletions) {
+  if (best_of_given && out.best_of > 1 && endpoint == OpenAiEndpoint::kChatCompletions) {
     return Invalid("best_of is for /v1/completions; a chat sends n");
   }
+  if (!best_of_given) out.best_of = out.n;
   if (out.best_of < out.n) {
     return Invalid(absl::StrCat("best_of = ", out.best_of, " is less than n = ", out.n,
                                 "; best_of counts the choices made, n those returned"));
@@ -462,7 +462,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     out.generate.set_grammar(std::move(grammar));
   }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
-  if (out.stream && out.best_of > 1) {
+  if (out.stream && out.best_of > out.n) {
     return Invalid("best_of > 1 cannot be streamed: the best are known only at the end");
   }
   if (const Json* options = f.Get("stream_options"); options != nullptr) {
