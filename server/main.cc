@@ -222,6 +222,9 @@ ABSL_FLAG(int32_t, max_grammar_bytes, 65536,
           "tools too), a JSON schema, or a choice's strings together");
 ABSL_FLAG(int32_t, max_choices, 256, "Strings of a request's choice constraint");
 ABSL_FLAG(int32_t, max_logit_bias, 1024, "Entries of a request's logit_bias");
+ABSL_FLAG(int32_t, max_n, 16,
+          "Choices of one HTTP request (n, best_of); each is a turn of the batch, the prompt "
+          "prefilled once");
 ABSL_FLAG(int64_t, max_grammar_symbols, 100000,
           "Symbols of a request's compiled grammar, repetitions expanded");
 ABSL_FLAG(int32_t, grammar_max_nesting, 64,
@@ -343,6 +346,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   l.grammar.max_repeat = absl::GetFlag(FLAGS_grammar_max_repeat);
   l.grammar.max_regex_nesting = absl::GetFlag(FLAGS_grammar_max_regex_nesting);
   l.max_logit_bias = absl::GetFlag(FLAGS_max_logit_bias);
+  l.max_n = absl::GetFlag(FLAGS_max_n);
   l.sampling.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens_cap);
   l.sampling.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
   l.sampling.max_stop_bytes = absl::GetFlag(FLAGS_max_stop_bytes);
@@ -367,6 +371,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
            {"grammar_max_regex_nesting", l.grammar.max_regex_nesting},
            {"grammar_max_parses", s.grammar_masks.max_parses},
            {"max_logit_bias", l.max_logit_bias},
+           {"max_n", l.max_n},
            {"max_state_chunk_bytes", o.max_state_chunk_bytes},
            {"max_named_states_per_tenant", s.max_named_states_per_tenant},
            {"max_named_state_bytes_per_tenant", s.max_named_state_bytes_per_tenant},

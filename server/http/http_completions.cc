@@ -1,8 +1,9 @@
 // POST /v1/completions and /v1/chat/completions: one request becomes the
 // gRPC service's GenerateRequest, passes the same validation and stream
-// limit, and runs as one turn of the scheduler; its output is written as one
-// JSON body or as server-sent events. Nothing here waits: each step runs on
-// the connection's strand when the engine's answer arrives there.
+// limit, and runs as one turn of the scheduler (n > 1 or best_of: one turn
+// per choice, the prompt prefilled once); its output is written as one JSON
+// body or as server-sent events. Nothing here waits: each step runs on the
+// connection's strand when the engine's answer arrives there.
 
 #include <algorithm>
 #include <memory>
@@ -39,10 +40,14 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   absl::Status Prepare(const HttpRequest& req);
   void Created(const absl::StatusOr<SessionInfo>& info);
   void Submit();
-  void Deliver(HttpTurnSink::Event event);
+  void Deliver(size_t index, HttpTurnSink::Event event);
   // The first piece: the answer's head (and a stream's opening events).
   void Begin();
-  void Done(const absl::StatusOr<TurnSummary>& result);
+  // Choice `index` ended; after the last, Done.
+  void Ended(size_t index);
+  void Done();
+  // A whole answer of several choices (best_of: the n best).
+  void ReplyChoices();
   void ClientGone();
   void Fail(const absl::Status& status, const std::string& param = "");
   // Writes one server-sent event.
@@ -62,7 +67,15 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   std::optional<GenerateCall> call_;
   std::string session_id_;  // the session the turn continues ("" stateless)
   StreamLimit::Ticket ticket_;
-  std::weak_ptr<HttpTurnSink> sink_;
+  // One choice's turn: its sink and, until the answer is written, its output.
+  struct ChoiceRun {
+    std::weak_ptr<HttpTurnSink> sink;
+    std::vector<TurnPiece> pieces;  // a whole answer's (or a stream's held ones), until the end
+    std::optional<absl::StatusOr<TurnSummary>> done;
+  };
+  std::vector<ChoiceRun> runs_;  // best_of of them (n unless best_of is sent)
+  size_t ended_ = 0;             // runs_ that have their end
+  size_t leader_ = 0;            // the run that prefills (and continues the session)
   std::unique_ptr<OpenAiResponder> responder_;
   // A stream with tools: whether the turn is a call, text, or not known yet.
   enum class ToolTurn { kUndecided, kText, kCall };
@@ -71,7 +84,6 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   // The held pieces as ordinary chunks.
   void FlushHeld();
 
-  std::vector<TurnPiece> pieces_;  // a whole answer's (or a stream's held ones), until the end
   std::string held_text_;          // the text of a stream's held pieces
   ToolTurn tool_turn_ = ToolTurn::kUndecided;
   bool logprobs_ = false;
@@ -186,6 +198,23 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     if (!name.ok()) return field_error(name);
   }
   call->protocol = Protocol::kHttp;
+  // Choices: their bounds are the server's.
+  for (const auto& [field, count] :
+       {std::pair<const char*, int32_t>{"n", request_.n}, {"best_of", request_.best_of}}) {
+    if (count > limits.max_n) {
+      return field_error(absl::InvalidArgumentError(
+          absl::StrCat(field, " = ", count, " is outside [1, ", limits.max_n, "] (--max_n)")));
+    }
+    const int32_t max_batch = handlers_->service_->options().scheduler.max_batch;
+    if (count > max_batch) {
+      return field_error(absl::InvalidArgumentError(
+          absl::StrCat(field, " = ", count, " is more than max_batch = ", max_batch,
+                       ": a request's choices decode together")));
+    }
+  }
+  call->cumulative_logprob = request_.best_of > request_.n;
+  runs_.resize(request_.best_of);
+  leader_ = request_.session_choice;
   call_ = *std::move(call);
   logprobs_ = call_->logprobs;
   for (const std::string& stop : request_.template_stop) {
@@ -231,13 +260,18 @@ void CompletionCall::Created(const absl::StatusOr<SessionInfo>& info) {
 
 void CompletionCall::Submit() {
   session_id_ = call_->session_id;
-  auto sink = std::make_shared<HttpTurnSink>(
-      exchange_, [self = shared_from_this()](HttpTurnSink::Event event) {
-        self->Deliver(std::move(event));
-      });
-  sink_ = sink;
-  if (gone_) sink->Cancel();
-  absl::Status queued = scheduler_->SubmitGenerate(tenant_, *std::move(call_), sink);
+  std::vector<std::shared_ptr<TurnSink>> sinks;
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    auto sink = std::make_shared<HttpTurnSink>(
+        exchange_, [self = shared_from_this(), i](HttpTurnSink::Event event) {
+          self->Deliver(i, std::move(event));
+        });
+    runs_[i].sink = sink;
+    if (gone_) sink->Cancel();
+    sinks.push_back(std::move(sink));
+  }
+  absl::Status queued = scheduler_->SubmitChoices(tenant_, *std::move(call_), std::move(sinks),
+                                                  static_cast<int32_t>(leader_));
   if (!queued.ok()) {
     ForgetNewSession();
     Fail(queued);
@@ -246,7 +280,9 @@ void CompletionCall::Submit() {
 
 void CompletionCall::ClientGone() {
   gone_ = true;
-  if (std::shared_ptr<HttpTurnSink> sink = sink_.lock()) sink->Cancel();
+  for (ChoiceRun& run : runs_) {
+    if (std::shared_ptr<HttpTurnSink> sink = run.sink.lock()) sink->Cancel();
+  }
 }
 
 HttpHeaders CompletionCall::Headers() const {
@@ -259,21 +295,39 @@ void CompletionCall::Write(const std::string& data) {
   exchange_->SendChunk(absl::StrCat("data: ", data, "\n\n"));
 }
 
-void CompletionCall::Deliver(HttpTurnSink::Event event) {
-  if (event.done.has_value()) return Done(*event.done);
+void CompletionCall::Deliver(size_t index, HttpTurnSink::Event event) {
+  if (event.done.has_value()) {
+    runs_[index].done = *std::move(event.done);
+    return Ended(index);
+  }
   if (gone_) return;
   // The status line waits for the turn's first event, so that every refusal
   // (a limit, an unknown session) is an HTTP status, not an error event.
   if (responder_ == nullptr) Begin();
+  // Tools come with one choice only (ParseOpenAiRequest).
   if (request_.stream && request_.tools.active()) return DeliverWithTools(*std::move(event.piece));
-  if (request_.stream) return Write(DumpJson(responder_->Chunk(*event.piece)));
-  pieces_.push_back(*std::move(event.piece));
+  if (request_.stream) {
+    return Write(DumpJson(responder_->Chunk(*event.piece, static_cast<int32_t>(index))));
+  }
+  runs_[index].pieces.push_back(*std::move(event.piece));
+}
+
+void CompletionCall::Ended(size_t index) {
+  ++ended_;
+  // A stream of several choices: each ends with its own finish_reason as it
+  // ends; one choice's end is written by Done.
+  const absl::StatusOr<TurnSummary>& result = *runs_[index].done;
+  if (!gone_ && request_.stream && runs_.size() > 1 && result.ok()) {
+    if (responder_ == nullptr) Begin();
+    Write(DumpJson(responder_->Closing(*result, false, static_cast<int32_t>(index))));
+  }
+  if (ended_ == runs_.size()) Done();
 }
 
 void CompletionCall::DeliverWithTools(TurnPiece piece) {
   if (tool_turn_ == ToolTurn::kText) return Write(DumpJson(responder_->Chunk(piece)));
   held_text_ += piece.text;
-  pieces_.push_back(std::move(piece));
+  runs_[0].pieces.push_back(std::move(piece));
   if (tool_turn_ == ToolTurn::kCall || request_.tools.choice != OpenAiTools::Choice::kAuto) return;
   // "auto": a call begins with the template's call_start; text that leaves
   // it is an answer, streamed from here on.
@@ -288,8 +342,8 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
 }
 
 void CompletionCall::FlushHeld() {
-  for (const TurnPiece& held : pieces_) Write(DumpJson(responder_->Chunk(held)));
-  pieces_.clear();
+  for (const TurnPiece& held : runs_[0].pieces) Write(DumpJson(responder_->Chunk(held)));
+  runs_[0].pieces.clear();
   held_text_.clear();
 }
 
@@ -303,10 +357,15 @@ void CompletionCall::Begin() {
   head.headers.emplace_back("Cache-Control", "no-cache");
   head.headers.emplace_back("X-Accel-Buffering", "no");  // nginx passes events through at once
   exchange_->StartStream(std::move(head));
-  for (const nlohmann::json& chunk : responder_->Opening()) Write(DumpJson(chunk));
+  for (const nlohmann::json& chunk : responder_->Opening(static_cast<int32_t>(runs_.size()))) {
+    Write(DumpJson(chunk));
+  }
 }
 
-void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
+void CompletionCall::Done() {
+  if (runs_.size() > 1) return ReplyChoices();
+  const absl::StatusOr<TurnSummary>& result = *runs_[0].done;
+  const std::vector<TurnPiece>& pieces = runs_[0].pieces;
   if (gone_) {
     // A client that went away cancels its turn, as a cancelled gRPC stream
     // does; the turn's summary still says what became of its session.
@@ -323,12 +382,12 @@ void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
   std::optional<ParsedToolCall> call;
   if (request_.tools.active() && result.ok()) {
     std::string text;
-    for (const TurnPiece& piece : pieces_) text += piece.text;
+    for (const TurnPiece& piece : pieces) text += piece.text;
     call = ParseToolCall(*handlers_->chat_template(), text);
   }
   if (!request_.stream) {
     HttpResponse answer =
-        handlers_->JsonAnswer(method_, responder_->Whole(pieces_, *result, call));
+        handlers_->JsonAnswer(method_, responder_->Whole(pieces, *result, call));
     answer.headers = Headers();
     exchange_->Reply(std::move(answer));
     return Log("OK", "", &*result);
@@ -348,6 +407,61 @@ void CompletionCall::Done(const absl::StatusOr<TurnSummary>& result) {
     Write(DumpJson(ToHttpError(result.status()).body));
     Log(absl::StatusCodeToString(result.status().code()), std::string(result.status().message()),
         nullptr);
+  }
+  Write("[DONE]");
+  exchange_->EndStream();
+}
+
+void CompletionCall::ReplyChoices() {
+  const absl::StatusOr<TurnSummary>& lead = *runs_[leader_].done;
+  if (gone_) {
+    handlers_->Count(method_, 499);
+    exchange_->Abandon();
+    return Log("CANCELLED", "the client closed the connection", lead.ok() ? &*lead : nullptr);
+  }
+  absl::Status failed;
+  int64_t completion_tokens = 0;
+  for (const ChoiceRun& run : runs_) {
+    if (!run.done->ok()) {
+      if (failed.ok()) failed = run.done->status();
+    } else {
+      completion_tokens += (*run.done)->generated_tokens;
+    }
+  }
+  if (!failed.ok() && (responder_ == nullptr || !request_.stream)) {
+    if (responder_ == nullptr && !lead.ok()) ForgetNewSession();
+    return Fail(failed);
+  }
+  if (responder_ == nullptr) Begin();  // choices with no text
+  const nlohmann::json usage = OpenAiUsage(*lead, completion_tokens);
+  if (!request_.stream) {
+    // best_of: the n with the highest cumulative logprob, best first (ties:
+    // the lower index); otherwise every choice in its order.
+    std::vector<size_t> order(runs_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (request_.best_of > request_.n) {
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return (*runs_[a].done)->cumulative_logprob > (*runs_[b].done)->cumulative_logprob;
+      });
+      order.resize(request_.n);
+    }
+    std::vector<OpenAiResponder::WholeChoice> choices;
+    for (size_t i : order) choices.push_back({&runs_[i].pieces, &**runs_[i].done, std::nullopt});
+    HttpResponse answer =
+        handlers_->JsonAnswer(method_, responder_->Whole(choices, usage, lead->position));
+    answer.headers = Headers();
+    exchange_->Reply(std::move(answer));
+    return Log("OK", "", &*lead);
+  }
+  handlers_->Count(method_, 200);
+  if (failed.ok()) {
+    if (request_.include_usage) Write(DumpJson(responder_->UsageChunk(usage, lead->position)));
+    Log("OK", "", &*lead);
+  } else {
+    // Headers are gone: the error travels as an event, as vLLM sends it.
+    Write(DumpJson(ToHttpError(failed).body));
+    Log(absl::StatusCodeToString(failed.code()), std::string(failed.message()),
+        lead.ok() ? &*lead : nullptr);
   }
   Write("[DONE]");
   exchange_->EndStream();

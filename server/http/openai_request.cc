@@ -93,9 +93,6 @@ class Fields {
 // Fields that would change the result but are not supported: refused, not
 // ignored, so a client never silently gets something else.
 absl::Status RefuseUnsupported(Fields& f) {
-  int64_t n = 1;
-  LINSERVE_RETURN_IF_ERROR(f.Integer("n", 1, 1, [&](int64_t v) { n = v; }));
-  LINSERVE_RETURN_IF_ERROR(f.Integer("best_of", 1, 1, [](int64_t) {}));
   bool echo = false;
   LINSERVE_RETURN_IF_ERROR(f.Bool("echo", &echo));
   if (echo) return Invalid("echo = true is not supported");
@@ -350,6 +347,27 @@ absl::Status ReadLogprobs(OpenAiEndpoint endpoint, Fields& f, v1::GenerateReques
                    [&](int64_t v) { out.set_top_logprobs(static_cast<int32_t>(v)); });
 }
 
+// n and best_of, read as given: their bounds (--max_n, --max_batch) are
+// the server's, checked by its handler.
+absl::Status ReadChoices(OpenAiEndpoint endpoint, Fields& f, OpenAiRequest& out) {
+  const int64_t int32_max = std::numeric_limits<int32_t>::max();
+  LINSERVE_RETURN_IF_ERROR(f.Integer("n", 1, int32_max, [&](int64_t v) { out.n = v; }));
+  bool best_of_given = false;
+  LINSERVE_RETURN_IF_ERROR(f.Integer("best_of", 1, int32_max, [&](int64_t v) {
+    out.best_of = v;
+    best_of_given = true;
+  }));
+  if (best_of_given && out.best_of > 1 && endpoint == OpenAiEndpoint::kChatCompletions) {
+    return Invalid("best_of is for /v1/completions; a chat sends n");
+  }
+  if (!best_of_given) out.best_of = out.n;
+  if (out.best_of < out.n) {
+    return Invalid(absl::StrCat("best_of = ", out.best_of, " is less than n = ", out.n,
+                                "; best_of counts the choices made, n those returned"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAiRequest& out) {
   std::string body_id;
   LINSERVE_RETURN_IF_ERROR(f.String("session_id", &body_id));
@@ -381,6 +399,31 @@ absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAi
   std::string salt;
   LINSERVE_RETURN_IF_ERROR(f.String("cache_salt", &salt));
   out.generate.set_cache_salt(salt);
+  // Only one choice can continue a session: with n > 1 the client names it.
+  const bool with_session = out.new_session || !out.generate.session_id().empty();
+  bool choice_given = false;
+  LINSERVE_RETURN_IF_ERROR(f.Integer("session_choice", 0, std::numeric_limits<int32_t>::max(),
+                                     [&](int64_t v) {
+                                       out.session_choice = static_cast<int32_t>(v);
+                                       choice_given = true;
+                                     }));
+  if (choice_given && !with_session) {
+    return Invalid("session_choice names the choice that continues a session; send it with "
+                   "session_id (or x-session-id) or session = \"new\"");
+  }
+  if (!with_session) return absl::OkStatus();
+  if (out.best_of > out.n) {
+    return Invalid(absl::StrCat("best_of = ", out.best_of, " with a session: the choice that "
+                                "continues it is named before the best are known; send n"));
+  }
+  if (out.n > 1 && !choice_given) {
+    return Invalid(absl::StrCat("n = ", out.n, " with a session: only one choice can continue "
+                                "it; name it with session_choice (0 to ", out.n - 1, ")"));
+  }
+  if (out.session_choice >= out.n) {
+    return Invalid(absl::StrCat("session_choice = ", out.session_choice, " is not a choice of n = ",
+                                out.n, " (0 to ", out.n - 1, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -395,8 +438,12 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   Fields f(body);
   LINSERVE_RETURN_IF_ERROR(f.String("model", &out.model));
   LINSERVE_RETURN_IF_ERROR(RefuseUnsupported(f));
+  LINSERVE_RETURN_IF_ERROR(ReadChoices(endpoint, f, out));
   LINSERVE_ASSIGN_OR_RETURN(
       out.tools, ReadTools(f.Get("tools"), f.Get("tool_choice"), f.Get("parallel_tool_calls")));
+  if (out.n > 1 && out.tools.active()) {
+    return Invalid(absl::StrCat("n = ", out.n, " with tools is not supported; send n = 1"));
+  }
   if (endpoint == OpenAiEndpoint::kCompletions) {
     if (out.tools.active()) return Invalid("tools need /v1/chat/completions");
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
@@ -417,6 +464,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     out.generate.set_grammar(std::move(grammar));
   }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
+  if (out.stream && out.best_of > out.n) {
+    return Invalid("best_of > 1 cannot be streamed: the best are known only at the end");
+  }
   if (const Json* options = f.Get("stream_options"); options != nullptr) {
     if (!options->is_object()) return Invalid("stream_options must be an object");
     const auto usage = options->find("include_usage");
@@ -488,7 +538,8 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "session_id",
                                                           "session",
                                                           "initial_state",
-                                                          "cache_salt"};
+                                                          "cache_salt",
+                                                          "session_choice"};
   std::string name = message.substr(0, end);
   if (name.empty() || !kKnown.contains(name)) {
     // "stop[2] is empty", "messages[0].role ...": the list's name.

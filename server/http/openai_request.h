@@ -35,6 +35,13 @@ struct OpenAiRequest {
   // empty). Without a new session it is generate.initial_state.
   std::string new_session_state;
   OpenAiTools tools;           // tools and tool_choice (chat only)
+  // Choices: `n` returned; `best_of` made (completions only; never less
+  // than n), the n with the highest cumulative logprob returned. The
+  // prompt is prefilled once for all of them. With a session, n > 1 needs
+  // `session_choice` (an extension): the choice that continues it.
+  int32_t n = 1;
+  int32_t best_of = 1;
+  int32_t session_choice = 0;
   // Fields the server does not know, ignored (OpenAI clients send extras):
   // how many, and the first kListedIgnoredFields of their names, each cut
   // to kListedIgnoredFieldBytes, for the log (a body may hold thousands).
@@ -46,8 +53,9 @@ struct OpenAiRequest {
 
 // INVALID_ARGUMENT naming the field (its OpenAI name) for a body that is not
 // an object, a field of the wrong type, or a field that would change the
-// result but is not supported (n > 1, best_of > 1, echo, suffix, tools,
-// functions). response_format (json_object, json_schema) and vLLM's
+// result but is not supported (echo, suffix, functions), or a combination
+// of choices that cannot be served (best_of < n, best_of streamed, n > 1
+// with tools, n > 1 with a session and no session_choice). response_format (json_object, json_schema) and vLLM's
 // structured_outputs (grammar, choice, json) become the request's
 // constraint, logit_bias its logit_bias; GenerateRequest's validation
 // checks them as it checks gRPC's.

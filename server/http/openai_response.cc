@@ -36,10 +36,14 @@ std::string OpenAiFinishReason(const TurnSummary& summary) {
 }
 
 Json OpenAiUsage(const TurnSummary& summary) {
-  return {{"prompt_tokens", summary.prompt_tokens},
-          {"completion_tokens", summary.generated_tokens},
-          {"total_tokens", summary.prompt_tokens + summary.generated_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", summary.cached_tokens}}}};
+  return OpenAiUsage(summary, summary.generated_tokens);
+}
+
+Json OpenAiUsage(const TurnSummary& prefill, int64_t completion_tokens) {
+  return {{"prompt_tokens", prefill.prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prefill.prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", prefill.cached_tokens}}}};
 }
 
 OpenAiResponder::OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
@@ -67,7 +71,7 @@ void OpenAiResponder::AddSession(Json& out, int64_t position) const {
   if (!session_id_.empty()) out["session_position"] = position;
 }
 
-Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens) const {
+Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens, int32_t index) const {
   if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
     Json content = Json::array();
     for (const SampledToken& t : tokens) {
@@ -83,6 +87,8 @@ Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens) const {
     }
     return {{"content", std::move(content)}};
   }
+  if (text_offsets_.size() <= static_cast<size_t>(index)) text_offsets_.resize(index + 1, 0);
+  int64_t& text_offset = text_offsets_[index];
   Json out = {{"tokens", Json::array()},
               {"token_logprobs", Json::array()},
               {"top_logprobs", Json::array()},
@@ -93,15 +99,15 @@ Json OpenAiResponder::Logprobs(const std::vector<SampledToken>& tokens) const {
     Json top = Json::object();
     for (const TokenLogprob& alt : t.top) top[alt.bytes] = alt.logprob;
     out["top_logprobs"].push_back(std::move(top));
-    out["text_offset"].push_back(text_offset_);
-    text_offset_ += static_cast<int64_t>(t.token.bytes.size());
+    out["text_offset"].push_back(text_offset);
+    text_offset += static_cast<int64_t>(t.token.bytes.size());
   }
   return out;
 }
 
 Json OpenAiResponder::Choice(const std::string& text, const std::vector<SampledToken>& tokens,
-                             const Json& finish_reason, bool chunk) const {
-  Json choice = {{"index", 0}};
+                             const Json& finish_reason, bool chunk, int32_t index) const {
+  Json choice = {{"index", index}};
   if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
     if (chunk) {
       choice["delta"] = text.empty() ? Json::object() : Json{{"content", text}};
@@ -111,24 +117,28 @@ Json OpenAiResponder::Choice(const std::string& text, const std::vector<SampledT
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = logprobs_ && !tokens.empty() ? Logprobs(tokens) : Json(nullptr);
+  choice["logprobs"] = logprobs_ && !tokens.empty() ? Logprobs(tokens, index) : Json(nullptr);
   choice["finish_reason"] = finish_reason;
   return choice;
 }
 
-std::vector<Json> OpenAiResponder::Opening() const {
+std::vector<Json> OpenAiResponder::Opening(int32_t n) const {
   if (endpoint_ != OpenAiEndpoint::kChatCompletions) return {};
-  Json chunk = Envelope(true);
-  chunk["choices"] = Json::array({{{"index", 0},
-                                   {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                   {"logprobs", nullptr},
-                                   {"finish_reason", nullptr}}});
-  return {std::move(chunk)};
+  std::vector<Json> chunks;
+  for (int32_t index = 0; index < n; ++index) {
+    Json chunk = Envelope(true);
+    chunk["choices"] = Json::array({{{"index", index},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    chunks.push_back(std::move(chunk));
+  }
+  return chunks;
 }
 
-Json OpenAiResponder::Chunk(const TurnPiece& piece) const {
+Json OpenAiResponder::Chunk(const TurnPiece& piece, int32_t index) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array({Choice(piece.text, piece.tokens, nullptr, true)});
+  chunk["choices"] = Json::array({Choice(piece.text, piece.tokens, nullptr, true, index)});
   return chunk;
 }
 
@@ -144,42 +154,57 @@ Json OpenAiResponder::ToolCallChunk(const ParsedToolCall& call) const {
   return chunk;
 }
 
-Json OpenAiResponder::Closing(const TurnSummary& summary, bool called) const {
+Json OpenAiResponder::Closing(const TurnSummary& summary, bool called, int32_t index) const {
   Json chunk = Envelope(true);
   chunk["choices"] = Json::array(
-      {Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true)});
+      {Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true, index)});
   AddSession(chunk, summary.position);
   return chunk;
 }
 
 Json OpenAiResponder::UsageChunk(const TurnSummary& summary) const {
+  return UsageChunk(OpenAiUsage(summary), summary.position);
+}
+
+Json OpenAiResponder::UsageChunk(const Json& usage, int64_t position) const {
   Json chunk = Envelope(true);
   chunk["choices"] = Json::array();
-  chunk["usage"] = OpenAiUsage(summary);
-  AddSession(chunk, summary.position);
+  chunk["usage"] = usage;
+  AddSession(chunk, position);
   return chunk;
 }
 
 Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary,
                             const std::optional<ParsedToolCall>& call) const {
-  std::string text;
-  std::vector<SampledToken> tokens;
-  for (const TurnPiece& piece : pieces) {
-    text += piece.text;
-    tokens.insert(tokens.end(), piece.tokens.begin(), piece.tokens.end());
-  }
+  return Whole({WholeChoice{&pieces, &summary, call}}, OpenAiUsage(summary), summary.position);
+}
+
+Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json& usage,
+                            int64_t position) const {
   Json out = Envelope(false);
-  Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(summary), false);
-  if (call && choice.contains("message")) {
-    choice["message"]["content"] = nullptr;
-    choice["message"]["tool_calls"] = Json::array(
-        {{{"id", call_id_},
-          {"type", "function"},
-          {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
+  out["choices"] = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const WholeChoice& whole = choices[i];
+    std::string text;
+    std::vector<SampledToken> tokens;
+    for (const TurnPiece& piece : *whole.pieces) {
+      text += piece.text;
+      tokens.insert(tokens.end(), piece.tokens.begin(), piece.tokens.end());
+    }
+    const std::optional<ParsedToolCall>& call = whole.call;
+    Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(*whole.summary),
+                         false, static_cast<int32_t>(i));
+    if (call && choice.contains("message")) {
+      choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = Json::array(
+          {{{"id", call_id_},
+            {"type", "function"},
+            {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
+    }
+    out["choices"].push_back(std::move(choice));
   }
-  out["choices"] = Json::array({std::move(choice)});
-  out["usage"] = OpenAiUsage(summary);
-  AddSession(out, summary.position);
+  out["usage"] = usage;
+  AddSession(out, position);
   return out;
 }
 

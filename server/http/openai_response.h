@@ -17,34 +17,48 @@
 
 namespace linserve {
 
-// One request's answer. Not thread-safe (one request's thread uses it).
+// One request's answer; `index` names one of its choices (n > 1). Not
+// thread-safe (one request's thread uses it).
 class OpenAiResponder {
  public:
+  // One choice of a whole answer.
+  struct WholeChoice {
+    const std::vector<TurnPiece>* pieces = nullptr;
+    const TurnSummary* summary = nullptr;
+    std::optional<ParsedToolCall> call;
+  };
+
   OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
                   std::string session_id);
 
-  // Streaming: the chunk of a chat's first event (the assistant role), if
-  // any (completions have none).
-  std::vector<nlohmann::json> Opening() const;
+  // Streaming: the chunks of a chat's first event (the assistant role, for
+  // each of `n` choices), if any (completions have none).
+  std::vector<nlohmann::json> Opening(int32_t n = 1) const;
   // Streaming: the chunk of one piece of text.
-  nlohmann::json Chunk(const TurnPiece& piece) const;
+  nlohmann::json Chunk(const TurnPiece& piece, int32_t index = 0) const;
   // Streaming: a turn's call, as one tool_calls delta.
   nlohmann::json ToolCallChunk(const ParsedToolCall& call) const;
   // Streaming: the chunk with the finish reason ("tool_calls" after a
   // call), and (include_usage) the usage chunk.
-  nlohmann::json Closing(const TurnSummary& summary, bool called = false) const;
+  nlohmann::json Closing(const TurnSummary& summary, bool called = false,
+                         int32_t index = 0) const;
   nlohmann::json UsageChunk(const TurnSummary& summary) const;
+  // `usage`: OpenAiUsage's; `position`: the session's after the turn.
+  nlohmann::json UsageChunk(const nlohmann::json& usage, int64_t position) const;
 
   // Without streaming: the whole answer; with `call`, its message carries
   // the call as tool_calls (content null) and finish_reason "tool_calls".
   nlohmann::json Whole(const std::vector<TurnPiece>& pieces, const TurnSummary& summary,
                        const std::optional<ParsedToolCall>& call = std::nullopt) const;
+  // Several choices, index i being choices[i].
+  nlohmann::json Whole(const std::vector<WholeChoice>& choices, const nlohmann::json& usage,
+                       int64_t position) const;
 
  private:
   nlohmann::json Envelope(bool chunk) const;
   nlohmann::json Choice(const std::string& text, const std::vector<SampledToken>& tokens,
-                        const nlohmann::json& finish_reason, bool chunk) const;
-  nlohmann::json Logprobs(const std::vector<SampledToken>& tokens) const;
+                        const nlohmann::json& finish_reason, bool chunk, int32_t index) const;
+  nlohmann::json Logprobs(const std::vector<SampledToken>& tokens, int32_t index) const;
   void AddSession(nlohmann::json& out, int64_t position) const;
 
   const OpenAiEndpoint endpoint_;
@@ -54,7 +68,7 @@ class OpenAiResponder {
   const std::string id_;
   const int64_t created_;
   const std::string call_id_;  // a tool call's id, if the turn makes one
-  mutable int64_t text_offset_ = 0;  // completions' logprobs.text_offset
+  mutable std::vector<int64_t> text_offsets_;  // completions' logprobs.text_offset, by choice
 };
 
 // "stop" (a stop string or EOS), "length", or "abort" (cut by the server).
@@ -62,6 +76,11 @@ std::string OpenAiFinishReason(const TurnSummary& summary);
 
 // OpenAI's usage object, with prompt_tokens_details.cached_tokens.
 nlohmann::json OpenAiUsage(const TurnSummary& summary);
+// A request's choices: the prompt counted once (it was prefilled once, by
+// `prefill`, the choice that ran it), the completion tokens of every choice
+// made (best_of's too). cached_tokens counts the prompt tokens the prefill
+// resumed from the prefix-state cache.
+nlohmann::json OpenAiUsage(const TurnSummary& prefill, int64_t completion_tokens);
 
 // JSON text for the wire: invalid UTF-8 (a token's bytes may end inside a
 // character) is replaced, never thrown on.

@@ -33,6 +33,7 @@ struct RequestLimits {
   // (grammar_max_regex_nesting).
   GrammarLimits grammar;
   int32_t max_logit_bias = 1024;         // entries of a request's logit_bias
+  int32_t max_n = 16;                    // choices of one request (HTTP n, best_of)
 };
 
 // A Generate request after validation, in the engine's terms.
@@ -45,6 +46,9 @@ struct GenerateCall {
   bool seed_given = false;  // false: the server picks the seed
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Sum the sampled tokens' log-probabilities even without logprobs
+  // (best_of ranks its choices by the sum).
+  bool cumulative_logprob = false;
   std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
   // The constraint, parsed (null: none), and its GBNF text, which names it in
   // the engine's cache of grammars.

@@ -115,6 +115,11 @@ class Scheduler::Impl {
   void RenewLeases();
   void LeaseRenewed(uint64_t serial, const absl::Status& renewed);
   Turn* ActiveTurn(uint64_t serial);
+  // Places in the batch taken by admitted turns (a leader's waiting
+  // followers count).
+  int Occupied() const;
+  // A follower forked from its leader, from now on a turn of its own.
+  void Adopt(std::unique_ptr<Turn> turn);
   void RemoveDone();
   // linserve_step_phase_seconds for an iteration that ran the model: the
   // runner's phases, and `scheduling`, the loop's own share of it.
@@ -167,7 +172,8 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       commands_(*model_, sessions_),
       named_(*model_, facts_.fingerprint, sessions_, metrics, options),
       runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
-              options.grammar_masks, [this] { TurnEnded(); }) {
+              options.grammar_masks, [this] { TurnEnded(); },
+              [this](std::unique_ptr<Turn> turn) { Adopt(std::move(turn)); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
   if (facts_.state_grows && options.prefix_cache_bytes > 0) {
     LogInfo("prefix_cache_off", {{"reason", "this model's state grows with every token (the "
@@ -211,14 +217,20 @@ absl::Status Scheduler::Impl::Submit(std::unique_ptr<Turn> turn) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
   const int capacity = options_.max_batch + options_.max_queued_requests;
-  if (in_flight_ >= capacity) {
+  if (turn->width() > options_.max_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n = ", turn->width(), " is more than max_batch = ", options_.max_batch,
+                     ": a request's choices decode together"));
+  }
+  if (in_flight_ + turn->width() > capacity) {
     metrics_->CountRejection("queue_full");
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server is full: max_batch + max_queued_requests = ", capacity,
         " requests are running or queued; retry later"));
   }
-  ++in_flight_;
+  in_flight_ += turn->width();
   turn->arrived = absl::Now();
+  for (auto& follower : turn->followers) follower->arrived = turn->arrived;
   queue_.push_back(std::move(turn));
   metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
   return absl::OkStatus();
@@ -293,6 +305,9 @@ void Scheduler::Impl::Run() {
   // Outside the lock: answering may call back into the scheduler.
   for (auto& turn : queued) {
     if (turn->sink) turn->sink->Finish(absl::UnavailableError("the server stopped"));
+    for (auto& follower : turn->followers) {
+      follower->sink->Finish(absl::UnavailableError("the server stopped"));
+    }
     if (turn->on_created) turn->on_created(absl::UnavailableError("the server stopped"));
     if (turn->on_state_made) {
       turn->on_state_made(absl::UnavailableError("the server stopped"), NamedStateInfo{});
@@ -311,12 +326,12 @@ bool Scheduler::Impl::WaitForWork(bool busy) {
   // the idle-session sweep.
   struct Wake {
     Impl* impl;
-    bool admit;
-  } wake{this, active_.size() < static_cast<size_t>(options_.max_batch)};
+    int room;
+  } wake{this, options_.max_batch - Occupied()};
   const absl::Condition has_work(
       +[](Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return w->impl->stopping_ || w->impl->cut_ || !w->impl->tasks_.empty() ||
-               (w->admit && !w->impl->queue_.empty());
+               (!w->impl->queue_.empty() && w->impl->queue_.front()->width() <= w->room);
       },
       &wake);
   mu_.AwaitWithTimeout(has_work, active_.empty() ? absl::Seconds(1) : absl::Milliseconds(2));
@@ -341,27 +356,34 @@ void Scheduler::Impl::DropCancelled() {
     // Cancelled while queued: free the place at once, not at admission.
     for (auto it = queue_.begin(); it != queue_.end();) {
       if ((*it)->cancelled()) {
+        in_flight_ -= (*it)->width();
         gone.push_back(std::move(*it));
         it = queue_.erase(it);
-        --in_flight_;
       } else {
         ++it;
       }
     }
     metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
   }
-  for (auto& turn : gone) turn->sink->Finish(absl::CancelledError("cancelled while queued"));
+  for (auto& turn : gone) {
+    turn->sink->Finish(absl::CancelledError("cancelled while queued"));
+    for (auto& follower : turn->followers) {
+      follower->sink->Finish(absl::CancelledError("cancelled while queued"));
+    }
+  }
   for (auto& turn : active_) {
     if (!turn->done && (cut || turn->cancelled())) runner_.FinishTurn(*turn, /*cancelled=*/true);
   }
 }
 
 void Scheduler::Impl::Admit() {
-  while (active_.size() < static_cast<size_t>(options_.max_batch)) {
+  int occupied = Occupied();
+  while (occupied < options_.max_batch) {
     std::unique_ptr<Turn> turn;
     {
       absl::MutexLock lock(&mu_);
-      if (queue_.empty()) break;
+      // In order: a wide request waits for room rather than be overtaken.
+      if (queue_.empty() || occupied + queue_.front()->width() > options_.max_batch) break;
       turn = std::move(queue_.front());
       queue_.pop_front();
       metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
@@ -369,6 +391,8 @@ void Scheduler::Impl::Admit() {
     turn->admitted = absl::Now();
     metrics_->queue_time_seconds(turn->call.protocol)
         .Observe(absl::ToDoubleSeconds(turn->admitted - turn->arrived));
+    occupied += turn->width();
+    for (auto& follower : turn->followers) follower->admitted = turn->admitted;
     active_.push_back(std::move(turn));
     Turn& admitted = *active_.back();
     admitted.serial = next_serial_++;
@@ -515,6 +539,17 @@ void Scheduler::Impl::LeaseRenewed(uint64_t serial, const absl::Status& renewed)
   if (!kept.ok()) runner_.FinishWithError(*turn, kept);
 }
 
+int Scheduler::Impl::Occupied() const {
+  int occupied = 0;
+  for (const auto& turn : active_) occupied += turn->width();
+  return occupied;
+}
+
+void Scheduler::Impl::Adopt(std::unique_ptr<Turn> turn) {
+  turn->serial = next_serial_++;
+  active_.push_back(std::move(turn));
+}
+
 Turn* Scheduler::Impl::ActiveTurn(uint64_t serial) {
   for (auto& turn : active_) {
     if (turn->serial == serial && !turn->done) return turn.get();
@@ -569,10 +604,34 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(std::unique_ptr<Lang
 
 absl::Status Scheduler::SubmitGenerate(std::string tenant, GenerateCall call,
                                        std::shared_ptr<TurnSink> sink) {
+  return SubmitChoices(std::move(tenant), std::move(call), {std::move(sink)}, 0);
+}
+
+absl::Status Scheduler::SubmitChoices(std::string tenant, GenerateCall call,
+                                      std::vector<std::shared_ptr<TurnSink>> sinks,
+                                      int32_t leader) {
+  if (sinks.empty() || leader < 0 || leader >= static_cast<int32_t>(sinks.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the choice that continues the session, ", leader, ", is not one of the ", sinks.size()));
+  }
   auto turn = std::make_unique<Turn>();
+  for (int32_t i = 0; i < static_cast<int32_t>(sinks.size()); ++i) {
+    if (i == leader) continue;
+    // A follower starts from the leader's state: it continues no session
+    // and needs no named state of its own.
+    auto follower = std::make_unique<Turn>();
+    follower->tenant = tenant;
+    follower->call = call;
+    follower->call.session_id.clear();
+    follower->call.initial_state.clear();
+    follower->choice = i;
+    follower->sink = impl_->emitter().Wrap(std::move(sinks[i]));
+    turn->followers.push_back(std::move(follower));
+  }
   turn->tenant = std::move(tenant);
   turn->call = std::move(call);
-  turn->sink = impl_->emitter().Wrap(std::move(sink));
+  turn->choice = leader;
+  turn->sink = impl_->emitter().Wrap(std::move(sinks[leader]));
   return impl_->Submit(std::move(turn));
 }
 

@@ -146,6 +146,15 @@ class Scheduler {
   // Every later outcome (session errors included) reaches `sink`.
   absl::Status SubmitGenerate(std::string tenant, GenerateCall call,
                               std::shared_ptr<TurnSink> sink);
+  // n choices of one prompt (n = sinks.size(), sink i hears choice i): the
+  // prompt is prefilled once, by choice `leader` (the one that continues
+  // call.session_id, if any); then every other choice takes a copy of its
+  // state and last logits row. Choice i samples with seed + i (the call's
+  // seed, or the server's pick for the leader), so each choice is what the
+  // request alone with that seed gives. The n count as n turns against
+  // max_batch and the queue; n > max_batch is INVALID_ARGUMENT.
+  absl::Status SubmitChoices(std::string tenant, GenerateCall call,
+                             std::vector<std::shared_ptr<TurnSink>> sinks, int32_t leader);
 
   // A prompt is prefilled as a turn (it counts against the queue);
   // `cache_salt` keeps its prefix apart in the prefix-state cache. A

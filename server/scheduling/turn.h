@@ -67,7 +67,20 @@ struct Turn {
   uint64_t serial = 0;
   // With a store several servers share: the lease on its session.
   TurnLease lease;
+  // One of a request's n choices (Scheduler::SubmitChoices): its index,
+  // which offsets its seed.
+  int32_t choice = 0;
+  // The leader's other choices, until its prefill ends: each waits (no
+  // state, no sampler) to take a copy of the leader's state and last logits
+  // row, then runs as a turn of its own. They count against max_batch and
+  // the queue as turns.
+  std::vector<std::unique_ptr<Turn>> followers;
+  // The sum of the log-probabilities of its sampled tokens (best_of ranks
+  // choices by it).
+  double cumulative_logprob = 0;
 
+  // Places in the batch and the queue: the turn and its waiting followers.
+  int width() const { return 1 + static_cast<int>(followers.size()); }
   bool creates_session() const { return static_cast<bool>(on_created); }
   bool makes_named_state() const { return static_cast<bool>(on_state_made); }
   // Its prompt's logits are never sampled: it may resume past its whole prompt.

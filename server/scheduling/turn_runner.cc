@@ -32,11 +32,20 @@ absl::Status ConstraintDeadEnd(const Generation& generation, int max_parses) {
                    " tokens the grammar allows no token of this vocabulary and may not end there"));
 }
 
+// Choice i of a request samples with its seed + i, so that each choice is
+// the request it would be alone with that seed. Without a seed the server
+// picks one (StartGeneration): 0 stays 0.
+uint64_t ChoiceSeed(const Turn& turn) {
+  if (!turn.call.seed_given) return 0;
+  return turn.call.sampling.seed + static_cast<uint64_t>(turn.choice);
+}
+
 }  // namespace
 
 TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
                        Metrics* metrics, int64_t max_context_tokens,
-                       const GrammarMaskOptions& grammar_masks, std::function<void()> turn_ended)
+                       const GrammarMaskOptions& grammar_masks, std::function<void()> turn_ended,
+                       std::function<void(std::unique_ptr<Turn>)> forked)
     : model_(model),
       tokenizer_(model.tokenizer()),
       sessions_(sessions),
@@ -44,6 +53,7 @@ TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCac
       metrics_(metrics),
       max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
       turn_ended_(std::move(turn_ended)),
+      forked_(std::move(forked)),
       pool_(model.state_layout()),
       grammar_options_(grammar_masks),
       mask_cache_(std::make_shared<MaskCache>(grammar_masks.cache_bytes)) {}
@@ -129,7 +139,7 @@ absl::Status TurnRunner::Begin(Turn& turn) {
   LINSERVE_RETURN_IF_ERROR(
       FitContext(turn, position, static_cast<int64_t>(turn.prefill.size())));
   UsePrefixCache(turn);
-  StartGeneration(turn, SamplerRngState{turn.call.sampling.seed, 0});
+  StartGeneration(turn, SamplerRngState{ChoiceSeed(turn), 0});
   return absl::OkStatus();
 }
 
@@ -160,7 +170,7 @@ absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLeas
   // stream, so a conversation replays identically after a restart. A
   // stream has drawn, or has a seed the server picked (never 0); 0 is a
   // seed a client may give.
-  SamplerRngState rng{turn.call.sampling.seed, 0};
+  SamplerRngState rng{ChoiceSeed(turn), 0};
   if (!turn.call.seed_given && (session.rng.seed != 0 || session.rng.draws != 0)) {
     rng = session.rng;
   }
@@ -253,6 +263,7 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
   metrics_->prompt_tokens_total().Increment(static_cast<double>(n * group.size()));
   std::vector<Turn*> sampling;
   std::vector<int64_t> rows;
+  bool shared = false;  // a row that followers sample too
   for (size_t i = 0; i < group.size(); ++i) {
     Turn& turn = *group[i];
     turn.prefilled += static_cast<size_t>(n);
@@ -263,12 +274,65 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     if (turn.prefilling()) continue;
     if (turn.only_prefills()) {
       FinishTurn(turn, /*cancelled=*/false);
-    } else {
-      sampling.push_back(&turn);
+      continue;
+    }
+    sampling.push_back(&turn);
+    rows.push_back(static_cast<int64_t>(i));
+    // n > 1: the prompt was prefilled once; each other choice samples from
+    // the same logits row with its own sampler.
+    std::vector<std::unique_ptr<Turn>> followers = std::move(turn.followers);
+    turn.followers.clear();
+    for (std::unique_ptr<Turn>& follower : followers) {
+      if (follower->cancelled()) {
+        FinishTurn(*follower, /*cancelled=*/true);
+        forked_(std::move(follower));  // done: the scheduler drops it
+        continue;
+      }
+      Fork(turn, *follower);
+      shared = true;
+      sampling.push_back(follower.get());
       rows.push_back(static_cast<int64_t>(i));
+      forked_(std::move(follower));
     }
   }
-  if (!sampling.empty()) SampleAndEmit(sampling, rows, *logits);
+  if (sampling.empty()) return;
+  if (shared) {
+    // Rows shared by a leader and its followers: each sampler patches its
+    // row in place, so each gets its own copy.
+    torch::Tensor copies =
+        logits->index_select(0, torch::tensor(rows, torch::kLong)).contiguous();
+    std::vector<int64_t> own(rows.size());
+    for (size_t k = 0; k < own.size(); ++k) own[k] = static_cast<int64_t>(k);
+    return SampleAndEmit(sampling, own, copies);
+  }
+  SampleAndEmit(sampling, rows, *logits);
+}
+
+void TurnRunner::Fork(const Turn& leader, Turn& follower) {
+  follower.state = CloneState(leader.state);
+  follower.prefill = leader.prefill;
+  follower.prefilled = leader.prefilled;
+  // Its whole prompt came from the leader's prefill.
+  follower.cached_tokens = static_cast<int64_t>(leader.prefilled);
+  follower.origin_digest = leader.origin_digest;
+  follower.admitted = leader.admitted;
+  follower.call.sampling.max_new_tokens = leader.call.sampling.max_new_tokens;  // FitContext's cap
+  follower.call.seed_given = true;
+  follower.call.sampling.seed =
+      leader.seed - static_cast<uint64_t>(leader.choice) + static_cast<uint64_t>(follower.choice);
+  StartGeneration(follower, SamplerRngState{follower.call.sampling.seed, 0});
+}
+
+void TurnRunner::EndFollowers(Turn& leader, const absl::Status& error) {
+  std::vector<std::unique_ptr<Turn>> followers = std::move(leader.followers);
+  leader.followers.clear();
+  for (std::unique_ptr<Turn>& follower : followers) {
+    if (error.ok()) {
+      FinishTurn(*follower, /*cancelled=*/true);
+    } else {
+      FinishWithError(*follower, error);
+    }
+  }
 }
 
 void TurnRunner::DecodeStep(const std::vector<Turn*>& members) {
@@ -361,6 +425,9 @@ void TurnRunner::Emit(Turn& turn, absl::Span<const float> row, const Generation:
   piece.text = step.text;
   if (turn.call.logprobs) {
     piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
+    turn.cumulative_logprob += piece.tokens.back().token.logprob;
+  } else if (turn.call.cumulative_logprob) {
+    turn.cumulative_logprob += DescribeToken(row, step.token, 0, tokenizer_).token.logprob;
   }
   if (!piece.text.empty() || !piece.tokens.empty()) turn.sink->Send(std::move(piece));
   const absl::Time emitted = Charge(StepPhase::kEmission, now);
@@ -383,6 +450,7 @@ void TurnRunner::LeaveBatch(Turn& turn) {
 }
 
 void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
+  EndFollowers(turn, error);
   LeaveBatch(turn);
   turn.done = true;
   sessions_.sharing().ReleaseLease(turn.lease);
@@ -402,6 +470,7 @@ void TurnRunner::FinishWithError(Turn& turn, absl::Status error) {
 }
 
 void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
+  EndFollowers(turn, absl::OkStatus());
   LeaveBatch(turn);
   turn.done = true;
   turn_ended_();
@@ -417,6 +486,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   summary.prefill_ms = Millis((sampled ? turn.first_token : now) - turn.admitted);
   summary.decode_ms = sampled ? Millis(turn.last_token - turn.first_token) : 0;
   summary.seed = turn.seed;
+  summary.cumulative_logprob = turn.cumulative_logprob;
   metrics_->request_duration_seconds(turn.call.protocol).Observe(Seconds(now - turn.arrived));
   if (summary.generated_tokens > 1) {
     metrics_->time_per_output_token_seconds(turn.call.protocol).Observe(

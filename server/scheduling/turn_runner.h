@@ -35,11 +35,13 @@ class TurnRunner {
  public:
   // `turn_ended` runs once per turn, when it is done and before its stream
   // or CreateSession hears the end (the scheduler frees its place there).
-  // `max_context_tokens` bounds a growing state (0: no bound; see
-  // SchedulerOptions); `grammar_masks` the grammars' parses and masks.
+  // `forked` takes a follower once it has its copy of the leader's state
+  // (the scheduler runs it from then on as any turn). `max_context_tokens`
+  // bounds a growing state (0: no bound; see SchedulerOptions);
+  // `grammar_masks` the grammars' parses and masks.
   TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
              Metrics* metrics, int64_t max_context_tokens, const GrammarMaskOptions& grammar_masks,
-             std::function<void()> turn_ended);
+             std::function<void()> turn_ended, std::function<void(std::unique_ptr<Turn>)> forked);
 
   // Sets up an admitted stateless or CreateSession turn: its session (made),
   // its state, the tokens to prefill, its sampler and seed.
@@ -92,6 +94,13 @@ class TurnRunner {
   // tokenizer's regex limits stop the encoding.
   absl::StatusOr<std::vector<int64_t>> PromptTokens(const GenerateCall& call,
                                                     bool starts_text) const;
+  // A follower of `leader` (whose prefill just ended) takes a copy of its
+  // state and prompt, and its own sampler: seeded with the leader's seed
+  // moved by the difference of their choices.
+  void Fork(const Turn& leader, Turn& follower);
+  // A leader that ends before its prefill does ends its waiting followers
+  // with it: cut (`error` OK) or failed with `error`.
+  void EndFollowers(Turn& leader, const absl::Status& error);
   // Takes a turn's state out of the decode pool, if it is there.
   void LeaveBatch(Turn& turn);
   // Adds the time from `since` to now to `phase`; returns now.
@@ -108,6 +117,7 @@ class TurnRunner {
   Metrics* const metrics_;
   const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
   const std::function<void()> turn_ended_;
+  const std::function<void(std::unique_ptr<Turn>)> forked_;
 
   SlotPool pool_;
   std::vector<Turn*> slots_;  // the turn in each slot of pool_

@@ -42,6 +42,10 @@ struct TurnSummary {
   double decode_ms = 0;
   int64_t position = 0;  // the session's, after the turn; 0 when stateless
   uint64_t seed = 0;
+  // The sum of the sampled tokens' log-probabilities (under the raw
+  // distribution, as logprobs reports them); set when the call asked for
+  // logprobs or for the sum (GenerateCall::cumulative_logprob).
+  double cumulative_logprob = 0;
 };
 
 // The engine thread's side of one Generate stream. Send and Finish are called

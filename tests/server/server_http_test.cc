@@ -247,8 +247,10 @@ struct ErrorCase {
 TEST_F(HttpApiTest, EveryErrorHasOpenAiShapeAndStatus) {
   const std::string unknown_session(32, 'a');
   const std::vector<ErrorCase> cases = {
-      {"n", "/v1/completions", R"({"prompt":"a","n":2})", {}, 400, "n", "n = 2 is outside [1, 1]"},
-      {"best_of", "/v1/completions", R"({"prompt":"a","best_of":3})", {}, 400, "best_of", ""},
+      {"n", "/v1/completions", R"({"prompt":"a","n":17})", {}, 400, "n",
+       "n = 17 is outside [1, 16] (--max_n)"},
+      {"best_of", "/v1/completions", R"({"prompt":"a","best_of":3,"n":4})", {}, 400, "best_of",
+       "best_of = 3 is less than n = 4"},
       {"tools",
        "/v1/chat/completions",
        R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})",

@@ -133,8 +133,8 @@ TEST(OpenAiRequestTest, PromptShapes) {
 
 TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, Json>>{{"n", 2},
-                                                 {"best_of", 2},
+       std::vector<std::pair<std::string, Json>>{{"n", 0},
+                                                 {"best_of", 0},
                                                  {"echo", true},
                                                  {"suffix", "x"},
                                                  {"tools", {{{"a", 1}}}},
@@ -155,6 +155,63 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedByName) {
                           {"logit_bias", Json::object()},
                           {"response_format", {{"type", "text"}}}})
                   .ok());
+}
+
+// n and best_of: read as sent (their bounds are the server's); the
+// combinations no server could serve are refused by name.
+TEST(OpenAiRequestTest, ChoicesAreReadAndImpossibleCombinationsRefusedByName) {
+  auto four = Completion({{"prompt", "x"}, {"n", 4}});
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->n, 4);
+  EXPECT_EQ(four->best_of, 4);  // best_of defaults to n
+  auto best = Completion({{"prompt", "x"}, {"n", 2}, {"best_of", 5}});
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->n, 2);
+  EXPECT_EQ(best->best_of, 5);
+  auto chat = Chat({{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"n", 3}});
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->n, 3);
+  const std::string session(32, 'a');
+  auto chosen = Completion(
+      {{"prompt", "x"}, {"n", 3}, {"session_id", session}, {"session_choice", 2}});
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->session_choice, 2);
+  auto chosen_new =
+      Completion({{"prompt", "x"}, {"n", 2}, {"session", "new"}, {"session_choice", 1}});
+  ASSERT_TRUE(chosen_new.ok()) << chosen_new.status();
+  EXPECT_EQ(chosen_new->session_choice, 1);
+
+  struct Refused {
+    Json body;
+    bool chat;
+    std::string param;
+    std::string message;  // a part of it
+  };
+  const Json user = {{{"role", "user"}, {"content", "a"}}};
+  const std::vector<Refused> cases = {
+      {{{"prompt", "x"}, {"n", 4}, {"best_of", 2}}, false, "best_of", "is less than n = 4"},
+      {{{"prompt", "x"}, {"best_of", 2}, {"stream", true}}, false, "best_of", "cannot be streamed"},
+      {{{"messages", user}, {"best_of", 2}}, true, "best_of", "/v1/completions"},
+      {{{"messages", user}, {"n", 2}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
+       true, "n", "with tools"},
+      {{{"prompt", "x"}, {"n", 2}, {"session_id", session}}, false, "n", "session_choice"},
+      {{{"prompt", "x"}, {"n", 2}, {"session", "new"}}, false, "n", "session_choice"},
+      {{{"prompt", "x"}, {"n", 2}, {"session_choice", 1}}, false, "session_choice",
+       "continues a session"},
+      {{{"prompt", "x"}, {"n", 2}, {"session_id", session}, {"session_choice", 2}}, false,
+       "session_choice", "is not a choice of n = 2"},
+      {{{"prompt", "x"}, {"n", 1}, {"best_of", 3}, {"session_id", session}}, false, "best_of",
+       "with a session"},
+  };
+  for (const Refused& c : cases) {
+    absl::Status status = (c.chat ? Chat(c.body) : Completion(c.body)).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.body;
+    const OpenAiField field = ToOpenAiField(
+        c.chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
+        std::string(status.message()));
+    EXPECT_EQ(field.param, c.param) << status;
+    EXPECT_NE(field.message.find(c.message), std::string::npos) << status;
+  }
 }
 
 // response_format and structured_outputs become the request's constraint;
