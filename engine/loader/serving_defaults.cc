@@ -27,7 +27,13 @@ constexpr int64_t kPromptBytesPerToken = 8;
 absl::StatusOr<ServingDefaults> ServingDefaultsForModel(const std::string& model_path,
                                                         int64_t memory_bytes) {
   ServingDefaults defaults;
-  std::ifstream in(std::filesystem::path(model_path) / "config.json");
+  // Only a regular file is read here: a config.json that is a pipe (a
+  // model still being written, the lifecycle test's held model) is read
+  // once, by the load, and must not block the server before it listens.
+  const std::filesystem::path config_file = std::filesystem::path(model_path) / "config.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(config_file, error)) return defaults;
+  std::ifstream in(config_file);
   if (!in) return defaults;
   const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !IsQwen35Config(json)) return defaults;

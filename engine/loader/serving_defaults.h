@@ -22,7 +22,9 @@ struct ServingDefaults {
   int64_t max_prompt_bytes = 16384;
 };
 
-// `model_path` as --model names it; `memory_bytes` the machine's memory.
+// `model_path` as --model names it; `memory_bytes` the machine's memory. A
+// config.json that is not a regular file (a pipe) is not read: the fixed
+// defaults.
 // Errors only for a config.json that names Qwen3.5 and is malformed (the
 // load would refuse it too).
 absl::StatusOr<ServingDefaults> ServingDefaultsForModel(const std::string& model_path,
