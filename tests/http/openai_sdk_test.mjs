@@ -270,12 +270,27 @@ async function rejectsWith(promise, errorClass, status, param) {
 }
 
 const oneMessage = [{ role: "user", content: "Hello" }];
-await check("n: 2 is a 400 BadRequestError with param \"n\"", async () => {
-  await rejectsWith(client.chat.completions.create({ model, messages: oneMessage, n: 2 }),
-    OpenAI.BadRequestError, 400, "n");
-  await rejectsWith(client.chat.completions.create({ model, messages: oneMessage, n: 2,
-    stream: true }), OpenAI.BadRequestError, 400, "n");
-});
+await check("n: 3 gives three choices, each the request alone with seed + index; n past --max_n is a 400 naming n",
+  async () => {
+    const many = await client.chat.completions.create({ model, messages: oneMessage, n: 3,
+      seed: 5, max_tokens: 12 });
+    assert.equal(many.choices.length, 3);
+    for (const [i, choice] of many.choices.entries()) {
+      assert.equal(choice.index, i);
+      const alone = await client.chat.completions.create({ model, messages: oneMessage,
+        seed: 5 + i, max_tokens: 12 });
+      assert.equal(choice.message.content, alone.choices[0].message.content, `choice ${i}`);
+    }
+    const streamed = await client.chat.completions.create({ model, messages: oneMessage, n: 3,
+      seed: 5, max_tokens: 12, stream: true });
+    const texts = ["", "", ""];
+    for await (const chunk of streamed) {
+      for (const choice of chunk.choices) texts[choice.index] += choice.delta?.content ?? "";
+    }
+    assert.deepEqual(texts, many.choices.map((choice) => choice.message.content));
+    await rejectsWith(client.chat.completions.create({ model, messages: oneMessage, n: 1000 }),
+      OpenAI.BadRequestError, 400, "n");
+  });
 
 await check("temperature: 1000 is a 400 BadRequestError with param \"temperature\"", async () => {
   await rejectsWith(client.completions.create({ model, prompt: "ROMEO:", temperature: 1000 }),
