@@ -24,8 +24,8 @@ void Interpreter::CountIteration() {
 
 void Interpreter::CheckSize(size_t bytes) const {
   if (static_cast<int64_t>(bytes) > limits_.max_output_bytes) {
-    throw LimitError(absl::StrCat("a value of ", bytes, " bytes, over the limit of ",
-                                  limits_.max_output_bytes, " output bytes"));
+    throw LimitError(absl::StrCat("a value of more than ", limits_.max_output_bytes,
+                                  " bytes (the limit on output bytes)"));
   }
 }
 

@@ -135,6 +135,16 @@ class Lexer {
     Advance(end);
   }
 
+  // The end of a float's exponent (e5, E-3) starting at `at`, or `at`.
+  size_t SkipExponent(size_t at) const {
+    if (at >= src_.size() || (src_[at] != 'e' && src_[at] != 'E')) return at;
+    size_t k = at + 1;
+    if (k < src_.size() && (src_[k] == '+' || src_[k] == '-')) ++k;
+    if (k >= src_.size() || !std::isdigit(static_cast<unsigned char>(src_[k]))) return at;
+    while (k < src_.size() && std::isdigit(static_cast<unsigned char>(src_[k]))) ++k;
+    return k;
+  }
+
   // The tokens of one `{% %}` or `{{ }}`, with its closing token.
   absl::Status LexInside(bool statement) {
     int braces = 0;  // `}}` closes the expression only outside a dict literal
@@ -166,6 +176,10 @@ class Lexer {
             std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
           ++end;
           while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+          end = SkipExponent(end);
+          tokens_.push_back({Token::Kind::kFloat, src_.substr(pos_, end - pos_), line_});
+        } else if (!after_dot && SkipExponent(end) != end) {
+          end = SkipExponent(end);
           tokens_.push_back({Token::Kind::kFloat, src_.substr(pos_, end - pos_), line_});
         } else {
           tokens_.push_back({Token::Kind::kInteger, src_.substr(pos_, end - pos_), line_});
