@@ -44,6 +44,9 @@
 ABSL_FLAG(std::string, model, "models/default",
           "Model directory: a linserve transformer (config.json + model.safetensors) or an "
           "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
+ABSL_FLAG(std::string, chat_template_file, "",
+          "A Jinja chat template to render chats with, instead of the model directory's own "
+          "(chat_template.jinja, tokenizer_config.json's chat_template, chat_template.json)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
           "Weights and matrix products. linserve's transformer (the default model): float32, "
@@ -585,7 +588,8 @@ int Serve() {
   const ModelFacts& facts = (*scheduler)->model_facts();
   if (http != nullptr) {
     absl::StatusOr<ChatTemplate> chat_template =
-        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture);
+        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture,
+                               absl::GetFlag(FLAGS_chat_template_file));
     if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
     LogInfo("chat_template", {{"source", chat_template->source()}});
     http->SetServing(*std::move(chat_template));

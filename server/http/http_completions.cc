@@ -150,6 +150,24 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     return absl::CancelledError();
   }
 
+  // A Jinja template writes the special tokens it wants (bos_token among
+  // them), so its text is encoded here without the tokenizer's own BOS.
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions &&
+      handlers_->chat_template()->jinja() != nullptr && request_.generate.prompt_tokens().empty()) {
+    const int64_t max_bytes = handlers_->service_->options().limits.max_prompt_bytes;
+    const std::string prompt = request_.generate.prompt();
+    if (static_cast<int64_t>(prompt.size()) > max_bytes) {
+      return field_error(absl::InvalidArgumentError(
+          absl::StrCat("prompt: the chat template renders ", prompt.size(),
+                       " bytes; at most max_prompt_bytes = ", max_bytes)));
+    }
+    absl::StatusOr<std::vector<int64_t>> ids =
+        scheduler_->model_facts().token_codec->TryEncode(prompt, /*starts_text=*/false);
+    if (!ids.ok()) return field_error(ids.status());
+    request_.generate.clear_prompt();
+    for (int64_t id : *ids) request_.generate.add_prompt_tokens(static_cast<int32_t>(id));
+  }
+
   // A chat session whose last turn stopped short of the template's turn end
   // gets it first, so that it holds what a stateless chat renders.
   if (const std::string& continued = request_.generate.session_id(); !continued.empty()) {

@@ -301,9 +301,15 @@ HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
                       std::string(valid.message()));
     return ErrorAnswer(kMethod, ToHttpError(absl::Status(valid.code(), field.message), field.param));
   }
-  const bool special = body->value("add_special_tokens", true);
+  // A Jinja chat template writes its own special tokens: no BOS of the
+  // tokenizer's unless asked for.
+  const bool jinja_chat = chat && chat_template()->jinja() != nullptr;
+  const bool special = body->value("add_special_tokens", !jinja_chat);
   const std::vector<int64_t> tokens =
       (*scheduler)->model_facts().token_codec->Encode(text, /*starts_text=*/special);
+  // A chat's rendered text as well (llama.cpp's /apply-template gives it so):
+  // exactly what the model is fed.
+  if (chat) return JsonAnswer(kMethod, {{"tokens", tokens}, {"count", tokens.size()}, {"prompt", text}});
   return JsonAnswer(kMethod, {{"tokens", tokens}, {"count", tokens.size()}});
 }
 
