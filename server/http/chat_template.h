@@ -102,6 +102,9 @@ class ChatTemplate {
                                           const RequestJson& kwargs) const;
   // Null unless the template is Jinja.
   const jinja::Template* jinja() const { return jinja_.get(); }
+  // A Jinja template that writes "</think>": its model reasons Qwen3's way
+  // (--reasoning_format auto).
+  bool writes_think_tags() const { return writes_think_tags_; }
 
   // Null where the template declares no tools.
   const Tools* tools() const { return tools_ ? &*tools_ : nullptr; }
@@ -120,6 +123,7 @@ class ChatTemplate {
   std::string source_;
   std::shared_ptr<const jinja::Template> jinja_;
   std::string bos_token_, eos_token_;  // a Jinja template's special tokens
+  bool writes_think_tags_ = false;
 };
 
 }  // namespace linserve

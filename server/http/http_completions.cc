@@ -64,6 +64,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   StreamLimit::Ticket ticket_;
   std::weak_ptr<HttpTurnSink> sink_;
   std::unique_ptr<OpenAiResponder> responder_;
+  // A Jinja chat's rendered prompt (the request then carries its tokens).
+  std::string rendered_prompt_;
   // A stream with tools: whether the turn is a call, text, or not known yet.
   enum class ToolTurn { kUndecided, kText, kCall };
   // Streaming with tools: holds pieces while the text may still be a call.
@@ -156,6 +158,7 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
       handlers_->chat_template()->jinja() != nullptr && request_.generate.prompt_tokens().empty()) {
     const int64_t max_bytes = handlers_->service_->options().limits.max_prompt_bytes;
     const std::string prompt = request_.generate.prompt();
+    rendered_prompt_ = prompt;
     if (static_cast<int64_t>(prompt.size()) > max_bytes) {
       return field_error(absl::InvalidArgumentError(
           absl::StrCat("prompt: the chat template renders ", prompt.size(),
@@ -313,6 +316,19 @@ void CompletionCall::FlushHeld() {
 void CompletionCall::Begin() {
   responder_ = std::make_unique<OpenAiResponder>(
       endpoint_, handlers_->options_.served_model_name, logprobs_, session_id_);
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+    const std::string& name = handlers_->options_.reasoning_format;
+    const std::optional<ChatTemplate> chat = handlers_->chat_template();
+    ReasoningFormat format = ReasoningFormat::kNone;
+    if (name == "auto") {
+      if (chat && chat->writes_think_tags()) format = ReasoningFormat::kQwen3;
+    } else if (absl::StatusOr<ReasoningFormat> named = ParseReasoningFormat(name); named.ok()) {
+      format = *named;
+    }
+    const std::string& prompt =
+        rendered_prompt_.empty() ? request_.generate.prompt() : rendered_prompt_;
+    responder_->SetReasoning(format, PromptOpensReasoning(format, prompt));
+  }
   if (!request_.stream) return;
   HttpResponse head;
   head.content_type = "text/event-stream";

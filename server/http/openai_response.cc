@@ -1,5 +1,7 @@
 #include "server/http/openai_response.h"
 
+#include <algorithm>
+
 #include <utility>
 
 #include "absl/random/random.h"
@@ -116,6 +118,27 @@ Json OpenAiResponder::Choice(const std::string& text, const std::vector<SampledT
   return choice;
 }
 
+void OpenAiResponder::SetReasoning(ReasoningFormat format, bool starts_inside) {
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions || format == ReasoningFormat::kNone) return;
+  reasoning_.emplace(format, starts_inside);
+}
+
+void OpenAiResponder::SetSplit(Json& fields, const ReasoningSplitter::Split& split, bool whole) const {
+  if (whole) {
+    fields["content"] = split.content;
+    fields["reasoning_content"] = split.reasoning.empty() ? Json(nullptr) : Json(split.reasoning);
+    return;
+  }
+  if (!split.reasoning.empty()) fields["reasoning_content"] = split.reasoning;
+  if (!split.content.empty()) fields["content"] = split.content;
+}
+
+Json OpenAiResponder::Usage(const TurnSummary& summary) const {
+  Json usage = OpenAiUsage(summary);
+  if (reasoning_) usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens_}};
+  return usage;
+}
+
 std::vector<Json> OpenAiResponder::Opening() const {
   if (endpoint_ != OpenAiEndpoint::kChatCompletions) return {};
   Json chunk = Envelope(true);
@@ -128,7 +151,17 @@ std::vector<Json> OpenAiResponder::Opening() const {
 
 Json OpenAiResponder::Chunk(const TurnPiece& piece) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array({Choice(piece.text, piece.tokens, nullptr, true)});
+  Json choice = Choice(piece.text, piece.tokens, nullptr, true);
+  if (reasoning_) {
+    const bool was_reasoning = reasoning_->in_reasoning();
+    ReasoningSplitter::Split split = reasoning_->Push(piece.text);
+    if (was_reasoning || !split.reasoning.empty()) {
+      reasoning_tokens_ += std::max<int64_t>(1, static_cast<int64_t>(piece.tokens.size()));
+    }
+    choice["delta"] = Json::object();
+    SetSplit(choice["delta"], split, false);
+  }
+  chunk["choices"] = Json::array({std::move(choice)});
   return chunk;
 }
 
@@ -146,8 +179,9 @@ Json OpenAiResponder::ToolCallChunk(const ParsedToolCall& call) const {
 
 Json OpenAiResponder::Closing(const TurnSummary& summary, bool called) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array(
-      {Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true)});
+  Json choice = Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true);
+  if (reasoning_) SetSplit(choice["delta"], reasoning_->Flush(), false);
+  chunk["choices"] = Json::array({std::move(choice)});
   AddSession(chunk, summary.position);
   return chunk;
 }
@@ -155,7 +189,7 @@ Json OpenAiResponder::Closing(const TurnSummary& summary, bool called) const {
 Json OpenAiResponder::UsageChunk(const TurnSummary& summary) const {
   Json chunk = Envelope(true);
   chunk["choices"] = Json::array();
-  chunk["usage"] = OpenAiUsage(summary);
+  chunk["usage"] = Usage(summary);
   AddSession(chunk, summary.position);
   return chunk;
 }
@@ -170,6 +204,22 @@ Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces, const TurnSumm
   }
   Json out = Envelope(false);
   Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(summary), false);
+  if (reasoning_) {
+    ReasoningSplitter::Split split;
+    for (const TurnPiece& piece : pieces) {
+      const bool was_reasoning = reasoning_->in_reasoning();
+      ReasoningSplitter::Split part = reasoning_->Push(piece.text);
+      if (was_reasoning || !part.reasoning.empty()) {
+        reasoning_tokens_ += std::max<int64_t>(1, static_cast<int64_t>(piece.tokens.size()));
+      }
+      split.reasoning += part.reasoning;
+      split.content += part.content;
+    }
+    ReasoningSplitter::Split rest = reasoning_->Flush();
+    split.reasoning += rest.reasoning;
+    split.content += rest.content;
+    SetSplit(choice["message"], split, true);
+  }
   if (call && choice.contains("message")) {
     choice["message"]["content"] = nullptr;
     choice["message"]["tool_calls"] = Json::array(
@@ -178,7 +228,7 @@ Json OpenAiResponder::Whole(const std::vector<TurnPiece>& pieces, const TurnSumm
           {"function", {{"name", call->name}, {"arguments", call->arguments}}}}});
   }
   out["choices"] = Json::array({std::move(choice)});
-  out["usage"] = OpenAiUsage(summary);
+  out["usage"] = Usage(summary);
   AddSession(out, summary.position);
   return out;
 }

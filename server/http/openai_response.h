@@ -13,6 +13,7 @@
 
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
+#include "server/http/reasoning_split.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
@@ -22,6 +23,13 @@ class OpenAiResponder {
  public:
   OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
                   std::string session_id);
+
+  // A chat's reasoning goes to reasoning_content (whole and streamed) and
+  // is counted in usage.completion_tokens_details.reasoning_tokens (the
+  // pieces that held reasoning: a piece is one token, or the tokens of one
+  // character, or with logprobs its tokens);
+  // `starts_inside`: the generation prompt opened it. Call before any chunk.
+  void SetReasoning(ReasoningFormat format, bool starts_inside);
 
   // Streaming: the chunk of a chat's first event (the assistant role), if
   // any (completions have none).
@@ -46,6 +54,10 @@ class OpenAiResponder {
                         const nlohmann::json& finish_reason, bool chunk) const;
   nlohmann::json Logprobs(const std::vector<SampledToken>& tokens) const;
   void AddSession(nlohmann::json& out, int64_t position) const;
+  // A chat delta or message's text fields from a split, counting the piece's
+  // tokens as reasoning when it held any.
+  void SetSplit(nlohmann::json& fields, const ReasoningSplitter::Split& split, bool whole) const;
+  nlohmann::json Usage(const TurnSummary& summary) const;
 
   const OpenAiEndpoint endpoint_;
   const std::string model_;
@@ -55,6 +67,9 @@ class OpenAiResponder {
   const int64_t created_;
   const std::string call_id_;  // a tool call's id, if the turn makes one
   mutable int64_t text_offset_ = 0;  // completions' logprobs.text_offset
+  // Set by SetReasoning; mutable as text_offset_ is: the answer's state as it streams.
+  mutable std::optional<ReasoningSplitter> reasoning_;
+  mutable int64_t reasoning_tokens_ = 0;
 };
 
 // "stop" (a stop string or EOS), "length", or "abort" (cut by the server).

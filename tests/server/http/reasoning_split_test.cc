@@ -3,6 +3,8 @@
 
 #include "server/http/reasoning_split.h"
 
+#include "server/http/openai_response.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -114,6 +116,44 @@ TEST(ReasoningSplitTest, FormatsByNameAndPromptsThatOpenTheReasoning) {
   EXPECT_TRUE(PromptOpensReasoning(ReasoningFormat::kRwkvG1, "User: hi think\n\nAssistant: <think"));
   EXPECT_FALSE(PromptOpensReasoning(ReasoningFormat::kRwkvG1, "User: hi\n\nAssistant:"));
   EXPECT_FALSE(PromptOpensReasoning(ReasoningFormat::kNone, "<think>"));
+}
+
+// The HTTP answer: the same reasoning_content and content whole and
+// streamed, and the reasoning pieces counted in usage.
+TEST(ReasoningAnswerTest, WholeAndStreamedCarryTheSameSplit) {
+  const std::vector<std::string> texts = {"Let", " me", " add", ".\n</", "think", ">\n\n", "4", "."};
+  std::vector<TurnPiece> pieces;
+  for (const std::string& t : texts) pieces.push_back({t, {}});
+  TurnSummary summary;
+  summary.reason = FinishReason::kStop;
+  summary.generated_tokens = static_cast<int32_t>(texts.size());
+
+  OpenAiResponder whole(OpenAiEndpoint::kChatCompletions, "m", false, "");
+  whole.SetReasoning(ReasoningFormat::kQwen3, /*starts_inside=*/true);
+  nlohmann::json answer = whole.Whole(pieces, summary);
+  EXPECT_EQ(answer["choices"][0]["message"]["reasoning_content"], "Let me add.");
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], "4.");
+  EXPECT_EQ(answer["usage"]["completion_tokens_details"]["reasoning_tokens"], 6);
+
+  OpenAiResponder streamed(OpenAiEndpoint::kChatCompletions, "m", false, "");
+  streamed.SetReasoning(ReasoningFormat::kQwen3, /*starts_inside=*/true);
+  std::string reasoning, content;
+  auto take = [&](const nlohmann::json& chunk) {
+    const nlohmann::json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  };
+  for (const TurnPiece& piece : pieces) take(streamed.Chunk(piece));
+  take(streamed.Closing(summary));
+  EXPECT_EQ(reasoning, "Let me add.");
+  EXPECT_EQ(content, "4.");
+  EXPECT_EQ(streamed.UsageChunk(summary)["usage"]["completion_tokens_details"]["reasoning_tokens"], 6);
+
+  // Without a reasoning format the answer is as before: no reasoning fields.
+  OpenAiResponder plain(OpenAiEndpoint::kChatCompletions, "m", false, "");
+  nlohmann::json before = plain.Whole(pieces, summary);
+  EXPECT_FALSE(before["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_FALSE(before["usage"].contains("completion_tokens_details"));
 }
 
 }  // namespace
