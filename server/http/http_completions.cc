@@ -298,6 +298,13 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
   // "auto": a call begins with the template's call_start; text that leaves
   // it is an answer, streamed from here on.
   const std::optional<ChatTemplate> chat = handlers_->chat_template();  // a copy: hold it
+  if (chat->tools() == nullptr) {
+    // A Jinja template's model calls in its own format, which is not parsed
+    // while streaming yet: the turn streams as text.
+    tool_turn_ = ToolTurn::kText;
+    FlushHeld();
+    return;
+  }
   const std::string& start = chat->tools()->call_start;
   if (held_text_.size() >= start.size() && held_text_.compare(0, start.size(), start) == 0) {
     tool_turn_ = ToolTurn::kCall;

@@ -78,6 +78,19 @@ TEST_F(HttpJinjaTest, ReasoningWholeAndStreamedAgreeAndAreCounted) {
   EXPECT_EQ(streamed.events.back()["usage"]["completion_tokens_details"]["reasoning_tokens"], 12);
 }
 
+TEST_F(HttpJinjaTest, StreamedChatWithToolsStreamsAsText) {
+  HttpTestClient http = Client();
+  const Json tool = {{"type", "function"},
+                     {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  HttpReply streamed = http.Stream("/v1/chat/completions", Json{{"messages", kMessages},
+                                                               {"tools", {tool}},
+                                                               {"max_tokens", 6},
+                                                               {"seed", 5},
+                                                               {"stream", true}});
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_TRUE(streamed.done);
+}
+
 TEST_F(HttpJinjaTest, RequestTemplatesReservedKwargsAndSessionsAre400) {
   HttpTestClient http = Client();
   for (const Json& extra : {Json{{"chat_template", "{{ 1 }}"}},
