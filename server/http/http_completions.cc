@@ -324,14 +324,7 @@ void CompletionCall::Begin() {
   responder_ = std::make_unique<OpenAiResponder>(
       endpoint_, handlers_->options_.served_model_name, logprobs_, session_id_);
   if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
-    const std::string& name = handlers_->options_.reasoning_format;
-    const std::optional<ChatTemplate> chat = handlers_->chat_template();
-    ReasoningFormat format = ReasoningFormat::kNone;
-    if (name == "auto") {
-      if (chat && chat->writes_think_tags()) format = ReasoningFormat::kQwen3;
-    } else if (absl::StatusOr<ReasoningFormat> named = ParseReasoningFormat(name); named.ok()) {
-      format = *named;
-    }
+    const ReasoningFormat format = handlers_->reasoning_format();
     const std::string& prompt =
         rendered_prompt_.empty() ? request_.generate.prompt() : rendered_prompt_;
     responder_->SetReasoning(format, PromptOpensReasoning(format, prompt));

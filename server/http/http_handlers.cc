@@ -219,6 +219,15 @@ nlohmann::json SpecialTokenRanges(const ModelFacts& facts) {
 
 }  // namespace
 
+ReasoningFormat HttpHandlers::reasoning_format() const {
+  if (options_.reasoning_format == "auto") {
+    const std::optional<ChatTemplate> chat = chat_template();
+    return chat && chat->writes_think_tags() ? ReasoningFormat::kQwen3 : ReasoningFormat::kNone;
+  }
+  absl::StatusOr<ReasoningFormat> named = ParseReasoningFormat(options_.reasoning_format);
+  return named.ok() ? *named : ReasoningFormat::kNone;
+}
+
 HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::string> id) {
   constexpr char kMethod[] = "Models";
   absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
@@ -241,7 +250,11 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::str
                           {"tokenizer", facts.tokenizer},
                           {"state_bytes_per_session", facts.state_bytes_per_session},
                           {"vocab_size", facts.vocab_size},
-                          {"special_token_ranges", SpecialTokenRanges(facts)}};
+                          {"special_token_ranges", SpecialTokenRanges(facts)},
+                          {"reasoning_format", ReasoningFormatName(reasoning_format())}};
+  if (const std::optional<ChatTemplate> chat = chat_template(); chat) {
+    model["chat_template"] = chat->source();
+  }
   if (id.has_value()) return JsonAnswer(kMethod, model);
   return JsonAnswer(kMethod,
                     {{"object", "list"}, {"data", nlohmann::json::array({std::move(model)})}});

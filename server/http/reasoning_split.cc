@@ -30,6 +30,17 @@ absl::StatusOr<ReasoningFormat> ParseReasoningFormat(std::string_view name) {
       absl::StrCat("reasoning format \"", std::string(name), "\" is not one of none, qwen3, rwkv_g1"));
 }
 
+const char* ReasoningFormatName(ReasoningFormat format) {
+  switch (format) {
+    case ReasoningFormat::kQwen3:
+      return "qwen3";
+    case ReasoningFormat::kRwkvG1:
+      return "rwkv_g1";
+    default:
+      return "none";
+  }
+}
+
 bool PromptOpensReasoning(ReasoningFormat format, std::string_view prompt) {
   if (format == ReasoningFormat::kNone) return false;
   while (!prompt.empty() && IsSpace(prompt.back())) prompt.remove_suffix(1);

@@ -20,6 +20,7 @@ enum class ReasoningFormat {
 
 // "none", "qwen3", "rwkv_g1" (--reasoning_format).
 absl::StatusOr<ReasoningFormat> ParseReasoningFormat(std::string_view name);
+const char* ReasoningFormatName(ReasoningFormat format);
 
 // Splits a stream whatever its pieces: every split of a text gives the same
 // reasoning and answer as the text pushed whole (the tests push it at every

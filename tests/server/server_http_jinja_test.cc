@@ -78,6 +78,14 @@ TEST_F(HttpJinjaTest, ReasoningWholeAndStreamedAgreeAndAreCounted) {
   EXPECT_EQ(streamed.events.back()["usage"]["completion_tokens_details"]["reasoning_tokens"], 12);
 }
 
+TEST_F(HttpJinjaTest, ModelsNameTheTemplateAndTheReasoningFormat) {
+  HttpReply reply = Client().Get("/v1/models");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json& model = reply.json["data"][0];
+  EXPECT_EQ(model["reasoning_format"], "qwen3");  // auto: the template writes </think>
+  EXPECT_NE(model["chat_template"].get<std::string>().find("Qwen3.5-4B.jinja"), std::string::npos);
+}
+
 TEST_F(HttpJinjaTest, StreamedChatWithToolsStreamsAsText) {
   HttpTestClient http = Client();
   const Json tool = {{"type", "function"},
