@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parsed.ok()) return 0;
   nlohmann::ordered_json context = nlohmann::ordered_json::parse(context_text, nullptr, false);
   if (context.is_discarded() || !context.is_object()) {
-    context = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"add_generation_prompt", true}};
+    context = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+               {"add_generation_prompt", true}};
   }
   linserve::jinja::RenderLimits limits;
   limits.max_output_bytes = 1 << 16;

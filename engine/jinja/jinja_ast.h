@@ -34,7 +34,7 @@ struct Expr {
   Kind kind;
   int line = 0;
   Value literal;
-  std::string name;  // a name, attribute, filter, test or operator
+  std::string name;      // a name, attribute, filter, test or operator
   bool negated = false;  // a test written `is not`
   std::vector<ExprPtr> children;
   std::vector<std::pair<std::string, ExprPtr>> keyword;
@@ -51,14 +51,14 @@ struct Param {
 
 struct Stmt {
   enum class Kind {
-    kText,      // text
-    kOutput,    // {{ expr }}
-    kIf,        // branches: (condition, body) ...; else_body
-    kFor,       // {% for targets in expr [if condition] %} body {% else %} else_body
-    kSet,       // {% set target = expr %} (target: a name, an attribute, a tuple)
-    kSetBlock,  // {% set target %} body {% endset %}, through filters when given
-    kMacro,     // {% macro name(params) %} body
-    kCallBlock, // {% call [(params)] expr %} body: expr called with `caller`
+    kText,         // text
+    kOutput,       // {{ expr }}
+    kIf,           // branches: (condition, body) ...; else_body
+    kFor,          // {% for targets in expr [if condition] %} body {% else %} else_body
+    kSet,          // {% set target = expr %} (target: a name, an attribute, a tuple)
+    kSetBlock,     // {% set target %} body {% endset %}, through filters when given
+    kMacro,        // {% macro name(params) %} body
+    kCallBlock,    // {% call [(params)] expr %} body: expr called with `caller`
     kFilterBlock,  // {% filter f %} body: the body's text through filters
     kBreak,
     kContinue,
@@ -66,9 +66,9 @@ struct Stmt {
   Kind kind;
   int line = 0;
   std::string text;
-  ExprPtr expr;       // output, for's iterable, set's value, call's call
-  ExprPtr target;     // set's target
-  ExprPtr condition;  // for's filter
+  ExprPtr expr;                      // output, for's iterable, set's value, call's call
+  ExprPtr target;                    // set's target
+  ExprPtr condition;                 // for's filter
   std::vector<std::string> targets;  // for's loop variables
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body;

@@ -48,9 +48,8 @@ const std::string& StringArg(const CallArgs& args, size_t index, const std::stri
 Value Split(Interpreter& in, const std::string& s, const CallArgs& args) {
   const Value* sep = args.Get(0, "sep");
   const Value* max_value = args.Get(1, "maxsplit");
-  int64_t max_split = max_value != nullptr && max_value->kind() == Value::Kind::kInt
-                          ? max_value->integer()
-                          : -1;
+  int64_t max_split =
+      max_value != nullptr && max_value->kind() == Value::Kind::kInt ? max_value->integer() : -1;
   List parts;
   if (sep == nullptr || sep->is_none()) {
     std::u32string text = DecodeUtf8(s);
@@ -129,7 +128,8 @@ bool StartsOrEnds(const std::string& s, const Value& what, bool start) {
     if (!v.is_string()) throw RenderError("startswith/endswith take a string");
     const std::string& p = v.string();
     if (p.size() > s.size()) return false;
-    return start ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0;
+    return start ? s.compare(0, p.size(), p) == 0
+                 : s.compare(s.size() - p.size(), p.size(), p) == 0;
   };
   if (what.is_list()) {
     for (const Value& v : what.list()) {
@@ -201,7 +201,8 @@ List ToList(const Value& v) {
     }
     case Value::Kind::kString: {
       List chars;
-      for (char32_t c : DecodeUtf8(v.string())) chars.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
+      for (char32_t c : DecodeUtf8(v.string()))
+        chars.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
       return chars;
     }
     case Value::Kind::kUndefined:
@@ -227,12 +228,14 @@ Value Attribute(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (current.is_dict()) {
       const Value* found = current.dict().Find(part);
       current = found == nullptr ? Value() : *found;
     } else if (current.is_list() && !part.empty() &&
-               std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+               std::all_of(part.begin(), part.end(),
+                           [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       size_t i = std::stoul(part);
       current = i < current.list().size() ? current.list()[i] : Value();
     } else {
@@ -242,6 +245,5 @@ Value Attribute(const Value& item, const std::string& path) {
     start = dot + 1;
   }
 }
-
 
 }  // namespace linserve::jinja

@@ -15,7 +15,8 @@ namespace linserve::jinja {
 bool Contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::kString:
-      if (!item.is_string()) throw RenderError(absl::StrCat("'in <string>' needs a string, not a ", item.TypeName()));
+      if (!item.is_string())
+        throw RenderError(absl::StrCat("'in <string>' needs a string, not a ", item.TypeName()));
       return container.string().find(item.string()) != std::string::npos;
     case Value::Kind::kList:
       for (const Value& v : container.list()) {
@@ -34,8 +35,11 @@ bool Contains(const Value& container, const Value& item) {
 bool Less(const Value& a, const Value& b) {
   auto numeric = [](const Value& v) { return v.is_number() || v.kind() == Value::Kind::kBool; };
   if (numeric(a) && numeric(b)) {
-    auto n = [](const Value& v) { return v.kind() == Value::Kind::kBool ? (v.boolean() ? 1.0 : 0.0) : v.number(); };
-    if (a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt) return a.integer() < b.integer();
+    auto n = [](const Value& v) {
+      return v.kind() == Value::Kind::kBool ? (v.boolean() ? 1.0 : 0.0) : v.number();
+    };
+    if (a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt)
+      return a.integer() < b.integer();
     return n(a) < n(b);
   }
   if (a.is_string() && b.is_string()) return a.string() < b.string();
@@ -50,7 +54,6 @@ bool Less(const Value& a, const Value& b) {
   }
   throw RenderError(absl::StrCat("'<' between a ", a.TypeName(), " and a ", b.TypeName()));
 }
-
 
 bool ApplyTest(Interpreter& in, const std::string& name, const Value& v, CallArgs& args) {
   (void)in;
@@ -75,7 +78,8 @@ bool ApplyTest(Interpreter& in, const std::string& name, const Value& v, CallArg
   if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
   if (name == "callable") return v.kind() == K::kFunction;
   if (name == "odd" || name == "even") {
-    if (v.kind() != K::kInt) throw RenderError(absl::StrCat("the test '", name, "' needs an integer"));
+    if (v.kind() != K::kInt)
+      throw RenderError(absl::StrCat("the test '", name, "' needs an integer"));
     return (v.integer() % 2 != 0) == (name == "odd");
   }
   if (name == "divisibleby") {
@@ -115,7 +119,8 @@ Value GetMethod(Interpreter& in, const Value& object, const std::string& name) {
       });
     }
     if (name == "split") {
-      return Value::MakeFunction([s, interpreter](CallArgs& args) { return Split(*interpreter, s, args); });
+      return Value::MakeFunction(
+          [s, interpreter](CallArgs& args) { return Split(*interpreter, s, args); });
     }
     if (name == "startswith" || name == "endswith") {
       bool start = name == "startswith";
@@ -135,9 +140,10 @@ Value GetMethod(Interpreter& in, const Value& object, const std::string& name) {
     if (name == "replace") {
       return Value::MakeFunction([s, interpreter](CallArgs& args) {
         const Value* count = args.Get(2, "count");
-        return Value::String(Replace(*interpreter, s, StringArg(args, 0, "old", "replace"),
-                                     StringArg(args, 1, "new", "replace"),
-                                     count != nullptr && count->kind() == Value::Kind::kInt ? count->integer() : -1));
+        return Value::String(Replace(
+            *interpreter, s, StringArg(args, 0, "old", "replace"),
+            StringArg(args, 1, "new", "replace"),
+            count != nullptr && count->kind() == Value::Kind::kInt ? count->integer() : -1));
       });
     }
     if (name == "find" || name == "rfind" || name == "count") {
@@ -146,7 +152,8 @@ Value GetMethod(Interpreter& in, const Value& object, const std::string& name) {
         if (name == "count") {
           if (sub.empty()) return Value::Int(static_cast<int64_t>(DecodeUtf8(s).size()) + 1);
           int64_t n = 0;
-          for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+          for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size()))
+            ++n;
           return Value::Int(n);
         }
         size_t at = name == "find" ? s.find(sub) : s.rfind(sub);
@@ -204,7 +211,8 @@ Value GetMethod(Interpreter& in, const Value& object, const std::string& name) {
   if (object.is_dict()) {
     Value dict = object;
     if (name == "items") return Value::MakeFunction([dict](CallArgs&) { return Items(dict); });
-    if (name == "keys") return Value::MakeFunction([dict](CallArgs&) { return Value::MakeList(ToList(dict)); });
+    if (name == "keys")
+      return Value::MakeFunction([dict](CallArgs&) { return Value::MakeList(ToList(dict)); });
     if (name == "values") {
       return Value::MakeFunction([dict](CallArgs&) {
         List values;
@@ -251,7 +259,8 @@ void AddGlobals(Interpreter& in, Scope& scope) {
               std::tm local{};
               localtime_r(&now, &local);
               char buffer[4096];
-              size_t n = std::strftime(buffer, sizeof buffer, args.positional[0].string().c_str(), &local);
+              size_t n =
+                  std::strftime(buffer, sizeof buffer, args.positional[0].string().c_str(), &local);
               return Value::String(std::string(buffer, n));
             }));
   scope.Set("raise_exception", Value::MakeFunction([](CallArgs& args) -> Value {
@@ -261,7 +270,8 @@ void AddGlobals(Interpreter& in, Scope& scope) {
   scope.Set("namespace", Value::MakeFunction([](CallArgs& args) {
               Value ns = Value::MakeDict(/*is_namespace=*/true);
               for (const Value& v : args.positional) {
-                if (!v.is_dict()) throw RenderError("namespace() takes a dict or keyword arguments");
+                if (!v.is_dict())
+                  throw RenderError("namespace() takes a dict or keyword arguments");
                 for (const auto& [key, value] : v.dict().items()) ns.dict().Set(key, value);
               }
               for (const auto& [key, value] : args.keyword) ns.dict().Set(key, value);
@@ -288,14 +298,16 @@ void AddGlobals(Interpreter& in, Scope& scope) {
               }
               if (bounds[2] == 0) throw RenderError("range's step is zero");
               List out;
-              for (int64_t i = bounds[0]; bounds[2] > 0 ? i < bounds[1] : i > bounds[1]; i += bounds[2]) {
+              for (int64_t i = bounds[0]; bounds[2] > 0 ? i < bounds[1] : i > bounds[1];
+                   i += bounds[2]) {
                 interpreter->CountIteration();
                 out.push_back(Value::Int(i));
-                if ((bounds[2] > 0 && i > INT64_MAX - bounds[2]) || (bounds[2] < 0 && i < INT64_MIN - bounds[2])) break;
+                if ((bounds[2] > 0 && i > INT64_MAX - bounds[2]) ||
+                    (bounds[2] < 0 && i < INT64_MIN - bounds[2]))
+                  break;
               }
               return Value::MakeList(std::move(out));
             }));
 }
-
 
 }  // namespace linserve::jinja

@@ -42,7 +42,8 @@ Value Round(const Value& v, const CallArgs& args) {
   int64_t precision = precision_value != nullptr && precision_value->kind() == Value::Kind::kInt
                           ? precision_value->integer()
                           : 0;
-  std::string method = method_value != nullptr && method_value->is_string() ? method_value->string() : "common";
+  std::string method =
+      method_value != nullptr && method_value->is_string() ? method_value->string() : "common";
   double scale = std::pow(10.0, static_cast<double>(precision));
   double x = v.number() * scale;
   if (method == "ceil") {
@@ -77,9 +78,11 @@ Value Select(Interpreter& in, const Value& operand, CallArgs& args, bool by_attr
   std::string test;
   std::vector<Value> test_args;
   if (next < args.positional.size()) {
-    if (!args.positional[next].is_string()) throw RenderError("select: the test must be named by a string");
+    if (!args.positional[next].is_string())
+      throw RenderError("select: the test must be named by a string");
     test = args.positional[next].string();
-    if (!IsKnownTest(test)) throw RenderError(absl::StrCat("the test '", test, "' is not supported"));
+    if (!IsKnownTest(test))
+      throw RenderError(absl::StrCat("the test '", test, "' is not supported"));
     test_args.assign(args.positional.begin() + next + 1, args.positional.end());
   }
   List out;
@@ -91,7 +94,6 @@ Value Select(Interpreter& in, const Value& operand, CallArgs& args, bool by_attr
   }
   return Value::MakeList(std::move(out));
 }
-
 
 }  // namespace
 
@@ -118,9 +120,9 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
   if (name == "title") return Value::String(Title(v.Str()));
   if (name == "replace") {
     const Value* count = args.Get(2, "count");
-    return Value::String(Replace(in, v.Str(), StringArg(args, 0, "old", "replace"),
-                                 StringArg(args, 1, "new", "replace"),
-                                 count != nullptr && count->kind() == Value::Kind::kInt ? count->integer() : -1));
+    return Value::String(Replace(
+        in, v.Str(), StringArg(args, 0, "old", "replace"), StringArg(args, 1, "new", "replace"),
+        count != nullptr && count->kind() == Value::Kind::kInt ? count->integer() : -1));
   }
   if (name == "default" || name == "d") {
     const Value* fallback = args.Get(0, "default_value");
@@ -139,14 +141,17 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
       in.CountIteration();
       if (!first) out += sep;
       first = false;
-      out += (attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string()) : item).Str();
+      out += (attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string())
+                                                             : item)
+                 .Str();
       in.CheckSize(out.size());
     }
     return Value::String(std::move(out));
   }
   if (name == "int") {
     if (v.kind() == Value::Kind::kInt) return v;
-    if (v.kind() == Value::Kind::kFloat && std::isfinite(v.number()) && std::fabs(v.number()) < 9e18) {
+    if (v.kind() == Value::Kind::kFloat && std::isfinite(v.number()) &&
+        std::fabs(v.number()) < 9e18) {
       return Value::Int(static_cast<int64_t>(v.number()));
     }
     if (v.kind() == Value::Kind::kBool) return Value::Int(v.boolean());
@@ -221,7 +226,8 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     for (size_t i = 0; i < items.size(); ++i) in.CountIteration();
     auto key = [&](const Value& item) {
       if (dictsort) return item.list()[0];
-      return attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string()) : item;
+      return attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string())
+                                                            : item;
     };
     std::stable_sort(items.begin(), items.end(),
                      [&](const Value& a, const Value& b) { return Less(key(a), key(b)); });
@@ -235,11 +241,14 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     const Value* attribute = args.Get(0, "attribute");
     for (const Value& item : ToList(v)) {
       in.CountIteration();
-      Value x = attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string()) : item;
+      Value x = attribute != nullptr && attribute->is_string()
+                    ? Attribute(item, attribute->string())
+                    : item;
       if (!x.is_number()) throw RenderError("sum of something that is not a number");
       if (total.kind() == Value::Kind::kInt && x.kind() == Value::Kind::kInt) {
         int64_t r;
-        if (__builtin_add_overflow(total.integer(), x.integer(), &r)) throw RenderError("an integer overflowed");
+        if (__builtin_add_overflow(total.integer(), x.integer(), &r))
+          throw RenderError("an integer overflowed");
         total = Value::Int(r);
       } else {
         total = Value::Float(total.number() + x.number());
@@ -288,7 +297,9 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     if (width_value != nullptr && width_value->is_string()) {
       pad = width_value->string();
     } else {
-      int64_t width = width_value != nullptr && width_value->kind() == Value::Kind::kInt ? width_value->integer() : 4;
+      int64_t width = width_value != nullptr && width_value->kind() == Value::Kind::kInt
+                          ? width_value->integer()
+                          : 4;
       pad = std::string(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
     }
     bool first = first_value != nullptr && first_value->Truthy();
@@ -310,23 +321,34 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     }
     return Value::String(std::move(out));
   }
-  if (name == "wordcount") return Value::Int(static_cast<int64_t>(Split(in, v.Str(), CallArgs()).list().size()));
+  if (name == "wordcount")
+    return Value::Int(static_cast<int64_t>(Split(in, v.Str(), CallArgs()).list().size()));
   if (name == "escape" || name == "e") {
     std::string out;
     for (char c : v.Str()) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return Value::String(std::move(out));
   }
   throw RenderError(absl::StrCat("the filter '", name, "' is not supported"));
 }
-
 
 }  // namespace linserve::jinja

@@ -93,7 +93,8 @@ Interpreter::Flow Interpreter::Exec(const Body& body, const std::shared_ptr<Scop
         CallArgs args = EvalArgs(call, 1, scope);
         std::shared_ptr<Scope> defined_in = scope;
         const Stmt* block = &stmt;
-        args.keyword.emplace_back("caller", Value::MakeFunction([this, block, defined_in](CallArgs& a) {
+        args.keyword.emplace_back("caller",
+                                  Value::MakeFunction([this, block, defined_in](CallArgs& a) {
                                     return CallMacro(*block, defined_in, a);
                                   }));
         Emit(callee.function()(args).Str());
@@ -146,8 +147,8 @@ void Unpack(const std::vector<std::string>& targets, const Value& item, Scope& s
     return;
   }
   if (!item.is_list() || item.list().size() != targets.size()) {
-    throw RenderError(absl::StrCat("cannot unpack a ", item.TypeName(), " into ", targets.size(),
-                                   " names"));
+    throw RenderError(
+        absl::StrCat("cannot unpack a ", item.TypeName(), " into ", targets.size(), " names"));
   }
   for (size_t i = 0; i < targets.size(); ++i) scope.Set(targets[i], item.list()[i]);
 }
@@ -271,16 +272,19 @@ Value Interpreter::CallMacro(const Stmt& macro, const std::shared_ptr<Scope>& de
   return Value::String(std::move(text));
 }
 
-CallArgs Interpreter::EvalArgs(const Expr& expr, size_t first, const std::shared_ptr<Scope>& scope) {
+CallArgs Interpreter::EvalArgs(const Expr& expr, size_t first,
+                               const std::shared_ptr<Scope>& scope) {
   CallArgs args;
   for (size_t i = first; i < expr.children.size(); ++i) {
     args.positional.push_back(Eval(*expr.children[i], scope));
   }
-  for (const auto& [name, value] : expr.keyword) args.keyword.emplace_back(name, Eval(*value, scope));
+  for (const auto& [name, value] : expr.keyword)
+    args.keyword.emplace_back(name, Eval(*value, scope));
   return args;
 }
 
-Value Interpreter::EvalFilter(const Expr& expr, Value operand, const std::shared_ptr<Scope>& scope) {
+Value Interpreter::EvalFilter(const Expr& expr, Value operand,
+                              const std::shared_ptr<Scope>& scope) {
   CallArgs args = EvalArgs(expr, 1, scope);
   return ApplyFilter(*this, expr.name, operand, args);
 }
@@ -351,7 +355,8 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
         if (item != nullptr) return *item;
       }
       if (object.is_undefined() || object.is_none()) {
-        throw RenderError(absl::StrCat("'", object.TypeName(), "' has no attribute '", expr.name, "'"));
+        throw RenderError(
+            absl::StrCat("'", object.TypeName(), "' has no attribute '", expr.name, "'"));
       }
       return GetMethod(*this, object, expr.name);
     }
@@ -424,7 +429,8 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
       if (operand.kind() == Value::Kind::kFloat) {
         return Value::Float(expr.name == "-" ? -operand.number() : operand.number());
       }
-      throw RenderError(absl::StrCat("bad operand for unary ", expr.name, ": ", operand.TypeName()));
+      throw RenderError(
+          absl::StrCat("bad operand for unary ", expr.name, ": ", operand.TypeName()));
     }
     case Expr::Kind::kBinary:
       return EvalBinary(expr, scope);
@@ -444,8 +450,9 @@ Value Interpreter::EvalCall(const Expr& expr, const std::shared_ptr<Scope>& scop
                            : (expr.children[0]->kind == Expr::Kind::kAttr
                                   ? absl::StrCat("'", expr.children[0]->name, "'")
                                   : std::string("the value"));
-    throw RenderError(absl::StrCat(what, " is ", callee.is_undefined() ? "undefined" : "not callable",
-                                   callee.is_undefined() ? "" : absl::StrCat(" (a ", callee.TypeName(), ")")));
+    throw RenderError(
+        absl::StrCat(what, " is ", callee.is_undefined() ? "undefined" : "not callable",
+                     callee.is_undefined() ? "" : absl::StrCat(" (a ", callee.TypeName(), ")")));
   }
   CallArgs args = EvalArgs(expr, 1, scope);
   return callee.function()(args);
@@ -539,7 +546,8 @@ Value Interpreter::EvalBinary(const Expr& expr, const std::shared_ptr<Scope>& sc
     const std::string& s = a.is_string() ? a.string() : b.string();
     int64_t n = a.is_string() ? b.integer() : a.integer();
     if (n <= 0) return Value::String("");
-    CheckSize(static_cast<size_t>(std::min<int64_t>(n, limits_.max_output_bytes + 1)) * std::max<size_t>(s.size(), 1) );
+    CheckSize(static_cast<size_t>(std::min<int64_t>(n, limits_.max_output_bytes + 1)) *
+              std::max<size_t>(s.size(), 1));
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += s;
     return Value::String(std::move(out));

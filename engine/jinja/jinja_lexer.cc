@@ -8,7 +8,9 @@
 namespace linserve::jinja {
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -150,7 +152,8 @@ class Lexer {
     int braces = 0;  // `}}` closes the expression only outside a dict literal
     while (true) {
       while (pos_ < src_.size() && IsSpace(src_[pos_])) Advance(pos_ + 1);
-      if (pos_ >= src_.size()) return Error(statement ? "a '{%' is not closed" : "a '{{' is not closed");
+      if (pos_ >= src_.size())
+        return Error(statement ? "a '{%' is not closed" : "a '{{' is not closed");
       std::string_view rest(src_.data() + pos_, src_.size() - pos_);
       std::string_view close = statement ? "%}" : "}}";
       bool dash = rest[0] == '-' && rest.substr(1, 2) == close;
@@ -224,17 +227,38 @@ class Lexer {
         char e = src_[i + 1];
         i += 2;
         switch (e) {
-          case 'n': value += '\n'; break;
-          case 't': value += '\t'; break;
-          case 'r': value += '\r'; break;
-          case 'b': value += '\b'; break;
-          case 'f': value += '\f'; break;
-          case 'v': value += '\v'; break;
-          case '0': value += '\0'; break;
-          case '\\': value += '\\'; break;
-          case '\'': value += '\''; break;
-          case '"': value += '"'; break;
-          case '\n': break;
+          case 'n':
+            value += '\n';
+            break;
+          case 't':
+            value += '\t';
+            break;
+          case 'r':
+            value += '\r';
+            break;
+          case 'b':
+            value += '\b';
+            break;
+          case 'f':
+            value += '\f';
+            break;
+          case 'v':
+            value += '\v';
+            break;
+          case '0':
+            value += '\0';
+            break;
+          case '\\':
+            value += '\\';
+            break;
+          case '\'':
+            value += '\'';
+            break;
+          case '"':
+            value += '"';
+            break;
+          case '\n':
+            break;
           default:
             // Python keeps an unknown escape as written.
             value += '\\';

@@ -20,7 +20,7 @@ struct Token {
     kString,           // a string literal, escapes resolved
     kInteger,
     kFloat,
-    kPunct,            // operators and brackets: + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
+    kPunct,  // operators and brackets: + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
     kEnd,
   };
   Kind kind;

@@ -47,15 +47,18 @@ class Parser {
     return Peek(ahead).kind == Token::Kind::kName && Peek(ahead).text == n;
   }
   void ExpectPunct(std::string_view p) {
-    if (!IsPunct(p)) Fail(absl::StrCat("expected '", std::string(p), "', found '", Describe(Peek()), "'"));
+    if (!IsPunct(p))
+      Fail(absl::StrCat("expected '", std::string(p), "', found '", Describe(Peek()), "'"));
     Next();
   }
   void ExpectName(std::string_view n) {
-    if (!IsName(n)) Fail(absl::StrCat("expected '", std::string(n), "', found '", Describe(Peek()), "'"));
+    if (!IsName(n))
+      Fail(absl::StrCat("expected '", std::string(n), "', found '", Describe(Peek()), "'"));
     Next();
   }
   std::string TakeName() {
-    if (Peek().kind != Token::Kind::kName) Fail(absl::StrCat("expected a name, found '", Describe(Peek()), "'"));
+    if (Peek().kind != Token::Kind::kName)
+      Fail(absl::StrCat("expected a name, found '", Describe(Peek()), "'"));
     return Next().text;
   }
   void ExpectClose() {
@@ -460,12 +463,11 @@ class Parser {
           ParseArgs(*e);
         } else {
           const Token& t = Peek();
-          bool argument =
-              (t.kind == Token::Kind::kString || t.kind == Token::Kind::kInteger ||
-               t.kind == Token::Kind::kFloat || IsPunct("[") || IsPunct("{") ||
-               (t.kind == Token::Kind::kName && t.text != "else" && t.text != "or" &&
-                t.text != "and" && t.text != "if" && t.text != "is" && t.text != "not" &&
-                t.text != "in"));
+          bool argument = (t.kind == Token::Kind::kString || t.kind == Token::Kind::kInteger ||
+                           t.kind == Token::Kind::kFloat || IsPunct("[") || IsPunct("{") ||
+                           (t.kind == Token::Kind::kName && t.text != "else" && t.text != "or" &&
+                            t.text != "and" && t.text != "if" && t.text != "is" &&
+                            t.text != "not" && t.text != "in"));
           if (argument) e->children.push_back(ParsePrimaryWithPostfix(true));
         }
         node = std::move(e);
@@ -655,19 +657,21 @@ class Parser {
 
 bool IsKnownFilter(const std::string& name) {
   static const absl::flat_hash_set<std::string> kFilters = {
-      "abs", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first", "float",
-      "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max", "min",
-      "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
-      "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper", "wordcount"};
+      "abs",        "capitalize", "count",    "d",       "default", "dictsort", "e",
+      "escape",     "first",      "float",    "indent",  "int",     "items",    "join",
+      "last",       "length",     "list",     "lower",   "map",     "max",      "min",
+      "reject",     "rejectattr", "replace",  "reverse", "round",   "safe",     "select",
+      "selectattr", "sort",       "string",   "sum",     "title",   "tojson",   "trim",
+      "unique",     "upper",      "wordcount"};
   return kFilters.contains(name);
 }
 
 bool IsKnownTest(const std::string& name) {
   static const absl::flat_hash_set<std::string> kTests = {
-      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "even", "false",
-      "float", "ge", "gt", "in", "integer", "iterable", "le", "lower", "lt",
-      "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string",
-      "true", "undefined", "upper"};
+      "boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",   "even",
+      "false",   "float",    "ge",       "gt",          "in",   "integer",   "iterable",
+      "le",      "lower",    "lt",       "mapping",     "ne",   "none",      "number",
+      "odd",     "sameas",   "sequence", "string",      "true", "undefined", "upper"};
   return kTests.contains(name);
 }
 

@@ -27,7 +27,8 @@ absl::StatusOr<Template> Template::Parse(std::string_view source) {
 
 absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& context,
                                              const RenderLimits& limits) const {
-  if (!context.is_object()) return absl::InvalidArgumentError("the template context is not an object");
+  if (!context.is_object())
+    return absl::InvalidArgumentError("the template context is not an object");
   Interpreter interpreter(limits);
   auto globals = std::make_shared<Scope>(nullptr);
   AddGlobals(interpreter, *globals);

@@ -89,7 +89,7 @@ Value Value::FromJson(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = json.get<uint64_t>();
       return u > static_cast<uint64_t>(INT64_MAX) ? Float(static_cast<double>(u))
-                                                   : Int(static_cast<int64_t>(u));
+                                                  : Int(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float:
       return Float(json.get<double>());

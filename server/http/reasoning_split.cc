@@ -26,8 +26,8 @@ absl::StatusOr<ReasoningFormat> ParseReasoningFormat(std::string_view name) {
   if (name == "none") return ReasoningFormat::kNone;
   if (name == "qwen3") return ReasoningFormat::kQwen3;
   if (name == "rwkv_g1") return ReasoningFormat::kRwkvG1;
-  return absl::InvalidArgumentError(
-      absl::StrCat("reasoning format \"", std::string(name), "\" is not one of none, qwen3, rwkv_g1"));
+  return absl::InvalidArgumentError(absl::StrCat("reasoning format \"", std::string(name),
+                                                 "\" is not one of none, qwen3, rwkv_g1"));
 }
 
 const char* ReasoningFormatName(ReasoningFormat format) {
@@ -44,11 +44,11 @@ const char* ReasoningFormatName(ReasoningFormat format) {
 bool PromptOpensReasoning(ReasoningFormat format, std::string_view prompt) {
   if (format == ReasoningFormat::kNone) return false;
   while (!prompt.empty() && IsSpace(prompt.back())) prompt.remove_suffix(1);
-  const std::string_view tag = format == ReasoningFormat::kRwkvG1 &&
-                                       !(prompt.size() >= kOpen.size() &&
-                                         prompt.substr(prompt.size() - kOpen.size()) == kOpen)
-                                   ? kOpenG1
-                                   : kOpen;
+  const std::string_view tag =
+      format == ReasoningFormat::kRwkvG1 && !(prompt.size() >= kOpen.size() &&
+                                              prompt.substr(prompt.size() - kOpen.size()) == kOpen)
+          ? kOpenG1
+          : kOpen;
   return prompt.size() >= tag.size() && prompt.substr(prompt.size() - tag.size()) == tag;
 }
 
@@ -79,7 +79,8 @@ void ReasoningSplitter::Run(Split& out, bool at_end) {
       while (first < held_.size() && IsSpace(held_[first])) ++first;
       std::string_view rest = std::string_view(held_).substr(first);
       const std::string_view shortest = format_ == ReasoningFormat::kRwkvG1 ? kOpenG1 : kOpen;
-      if (!at_end && (rest.empty() || (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest))) {
+      if (!at_end &&
+          (rest.empty() || (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest))) {
         return;  // may still become the opening tag
       }
       size_t tag = 0;

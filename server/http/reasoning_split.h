@@ -13,9 +13,9 @@
 namespace linserve {
 
 enum class ReasoningFormat {
-  kNone,   // no reasoning: everything is the answer
-  kQwen3,  // <think>…</think> (Qwen3, Qwen3.5, DeepSeek-R1)
-  kRwkvG1, // RWKV-7 G1: <think … </think> (the opening tag's '>' optional)
+  kNone,    // no reasoning: everything is the answer
+  kQwen3,   // <think>…</think> (Qwen3, Qwen3.5, DeepSeek-R1)
+  kRwkvG1,  // RWKV-7 G1: <think … </think> (the opening tag's '>' optional)
 };
 
 // "none", "qwen3", "rwkv_g1" (--reasoning_format).

@@ -20,10 +20,10 @@ using Json = nlohmann::json;
 class HttpJinjaTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto server = ServerProcess::Start(
-        {"--model=" + DefaultModelDir(), "--store_dir=" + FreshDir("http-jinja-store"),
-         std::string("--chat_template_file=") + LINSERVE_SOURCE_DIR +
-             "/tests/engine/jinja/templates/Qwen3.5-4B.jinja"});
+    auto server = ServerProcess::Start({"--model=" + DefaultModelDir(),
+                                        "--store_dir=" + FreshDir("http-jinja-store"),
+                                        std::string("--chat_template_file=") + LINSERVE_SOURCE_DIR +
+                                            "/tests/engine/jinja/templates/Qwen3.5-4B.jinja"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -37,10 +37,12 @@ const Json kMessages = Json::array({{{"role", "user"}, {"content", "Hi"}}});
 
 TEST_F(HttpJinjaTest, TokenizeReturnsTheRenderedPromptWithoutBos) {
   HttpTestClient http = Client();
-  HttpReply reply = http.Post("/tokenize", Json{{"messages", kMessages},
-                                                {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  HttpReply reply = http.Post(
+      "/tokenize",
+      Json{{"messages", kMessages}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_EQ(reply.status, 200) << reply.body;
-  const std::string prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  const std::string prompt =
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
   EXPECT_EQ(reply.json["prompt"], prompt);
   // The byte model: one id per byte, and no BOS before them.
   EXPECT_EQ(reply.json["count"], prompt.size());
@@ -70,7 +72,8 @@ TEST_F(HttpJinjaTest, ReasoningWholeAndStreamedAgreeAndAreCounted) {
   for (const Json& event : streamed.events) {
     if (event["choices"].empty()) continue;
     const Json& delta = event["choices"][0]["delta"];
-    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("reasoning_content"))
+      reasoning += delta["reasoning_content"].get<std::string>();
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   }
   EXPECT_EQ(reasoning, message["reasoning_content"]);
@@ -91,19 +94,19 @@ TEST_F(HttpJinjaTest, StreamedChatWithToolsStreamsAsText) {
   const Json tool = {{"type", "function"},
                      {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
   HttpReply streamed = http.Stream("/v1/chat/completions", Json{{"messages", kMessages},
-                                                               {"tools", {tool}},
-                                                               {"max_tokens", 6},
-                                                               {"seed", 5},
-                                                               {"stream", true}});
+                                                                {"tools", {tool}},
+                                                                {"max_tokens", 6},
+                                                                {"seed", 5},
+                                                                {"stream", true}});
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   EXPECT_TRUE(streamed.done);
 }
 
 TEST_F(HttpJinjaTest, RequestTemplatesReservedKwargsAndSessionsAre400) {
   HttpTestClient http = Client();
-  for (const Json& extra : {Json{{"chat_template", "{{ 1 }}"}},
-                            Json{{"chat_template_kwargs", {{"bos_token", "x"}}}},
-                            Json{{"session", "new"}}}) {
+  for (const Json& extra :
+       {Json{{"chat_template", "{{ 1 }}"}}, Json{{"chat_template_kwargs", {{"bos_token", "x"}}}},
+        Json{{"session", "new"}}}) {
     Json request = {{"messages", kMessages}, {"max_tokens", 2}};
     request.update(extra);
     HttpReply reply = http.Post("/v1/chat/completions", request);

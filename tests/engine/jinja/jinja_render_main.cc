@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   }
   auto parsed = linserve::jinja::Template::Parse(ReadFile(argv[1]));
   if (!parsed.ok()) {
-    std::cout << nlohmann::json{{"parse_error", std::string(parsed.status().message())}}.dump() << "\n";
+    std::cout << nlohmann::json{{"parse_error", std::string(parsed.status().message())}}.dump()
+              << "\n";
     return 0;
   }
   nlohmann::ordered_json contexts = nlohmann::ordered_json::parse(ReadFile(argv[2]));

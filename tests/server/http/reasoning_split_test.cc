@@ -3,12 +3,12 @@
 
 #include "server/http/reasoning_split.h"
 
-#include "server/http/openai_response.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "server/http/openai_response.h"
 
 namespace linserve {
 namespace {
@@ -38,7 +38,8 @@ const std::vector<Case>& Cases() {
       {F::kQwen3, true, "still thinking </thi", "still thinking </thi", ""},
       {F::kQwen3, false, "<think>half a thought\n\n", "half a thought\n\n", ""},
       // A closing tag's look-alikes stay reasoning.
-      {F::kQwen3, false, "<think>a </thinker> b < / think></think>c", "a </thinker> b < / think>", "c"},
+      {F::kQwen3, false, "<think>a </thinker> b < / think></think>c", "a </thinker> b < / think>",
+       "c"},
       {F::kQwen3, false, "<think>a</think>b</think>c", "a", "b</think>c"},
       // RWKV-7 G1: the opening tag's '>' is optional.
       {F::kRwkvG1, false, " <think\nIt is 4.\n</think>\n\nFour.", "It is 4.", "Four."},
@@ -80,7 +81,8 @@ TEST(ReasoningSplitTest, EveryPieceBoundaryGivesTheSameSplit) {
     // byte by byte.
     for (size_t i = 0; i <= t.size(); ++i) {
       for (size_t j = i; j <= t.size(); ++j) {
-        ReasoningSplitter::Split split = SplitPieces(c, {t.substr(0, i), t.substr(i, j - i), t.substr(j)});
+        ReasoningSplitter::Split split =
+            SplitPieces(c, {t.substr(0, i), t.substr(i, j - i), t.substr(j)});
         ASSERT_EQ(split.reasoning, c.reasoning) << t << " cut at " << i << ", " << j;
         ASSERT_EQ(split.content, c.content) << t << " cut at " << i << ", " << j;
       }
@@ -113,7 +115,8 @@ TEST(ReasoningSplitTest, FormatsByNameAndPromptsThatOpenTheReasoning) {
   EXPECT_TRUE(PromptOpensReasoning(ReasoningFormat::kQwen3, "<|im_start|>assistant\n<think>\n"));
   EXPECT_FALSE(PromptOpensReasoning(ReasoningFormat::kQwen3,
                                     "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
-  EXPECT_TRUE(PromptOpensReasoning(ReasoningFormat::kRwkvG1, "User: hi think\n\nAssistant: <think"));
+  EXPECT_TRUE(
+      PromptOpensReasoning(ReasoningFormat::kRwkvG1, "User: hi think\n\nAssistant: <think"));
   EXPECT_FALSE(PromptOpensReasoning(ReasoningFormat::kRwkvG1, "User: hi\n\nAssistant:"));
   EXPECT_FALSE(PromptOpensReasoning(ReasoningFormat::kNone, "<think>"));
 }
@@ -121,7 +124,8 @@ TEST(ReasoningSplitTest, FormatsByNameAndPromptsThatOpenTheReasoning) {
 // The HTTP answer: the same reasoning_content and content whole and
 // streamed, and the reasoning pieces counted in usage.
 TEST(ReasoningAnswerTest, WholeAndStreamedCarryTheSameSplit) {
-  const std::vector<std::string> texts = {"Let", " me", " add", ".\n</", "think", ">\n\n", "4", "."};
+  const std::vector<std::string> texts = {"Let",   " me",   " add", ".\n</",
+                                          "think", ">\n\n", "4",    "."};
   std::vector<TurnPiece> pieces;
   for (const std::string& t : texts) pieces.push_back({t, {}});
   TurnSummary summary;
@@ -140,14 +144,16 @@ TEST(ReasoningAnswerTest, WholeAndStreamedCarryTheSameSplit) {
   std::string reasoning, content;
   auto take = [&](const nlohmann::json& chunk) {
     const nlohmann::json& delta = chunk["choices"][0]["delta"];
-    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("reasoning_content"))
+      reasoning += delta["reasoning_content"].get<std::string>();
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   };
   for (const TurnPiece& piece : pieces) take(streamed.Chunk(piece));
   take(streamed.Closing(summary));
   EXPECT_EQ(reasoning, "Let me add.");
   EXPECT_EQ(content, "4.");
-  EXPECT_EQ(streamed.UsageChunk(summary)["usage"]["completion_tokens_details"]["reasoning_tokens"], 6);
+  EXPECT_EQ(streamed.UsageChunk(summary)["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            6);
 
   // Without a reasoning format the answer is as before: no reasoning fields.
   OpenAiResponder plain(OpenAiEndpoint::kChatCompletions, "m", false, "");
