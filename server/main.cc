@@ -31,6 +31,7 @@
 #include "server/common/auth.h"
 #include "server/grpc/connection_options.h"
 #include "server/http/chat_template.h"
+#include "server/http/reasoning_split.h"
 #include "server/store/disk_state_store.h"
 #include "server/http/http_server.h"
 #include "server/store/redis_state_store.h"
@@ -46,6 +47,13 @@
 ABSL_FLAG(std::string, model, "models/default",
           "Model directory: a linserve transformer (config.json + model.safetensors) or an "
           "RWKV-7 (one .pth or model.safetensors, config.json optional; README, Serving RWKV-7)");
+ABSL_FLAG(std::string, chat_template_file, "",
+          "A Jinja chat template to render chats with, instead of the model directory's own "
+          "(chat_template.jinja, tokenizer_config.json's chat_template, chat_template.json)");
+ABSL_FLAG(std::string, reasoning_format, "auto",
+          "How a chat answer's reasoning is told apart (reasoning_content): auto (qwen3 when the "
+          "model's Jinja chat template writes </think>, else none), none, qwen3 (<think>...</think>) "
+          "or rwkv_g1 (RWKV-7 G1's <think ... </think>)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
           "Weights and matrix products. linserve's transformer (the default model): float32, "
@@ -504,6 +512,12 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags(std::shared_ptr<prometheus::Reg
   }
   h.playground = absl::GetFlag(FLAGS_playground);
   h.served_model_name = ServedModelName();
+  h.reasoning_format = absl::GetFlag(FLAGS_reasoning_format);
+  if (h.reasoning_format != "auto") {
+    if (absl::Status known = ParseReasoningFormat(h.reasoning_format).status(); !known.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--reasoning_format: ", known.message()));
+    }
+  }
   h.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   h.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   h.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -665,7 +679,8 @@ int Serve() {
   const ModelFacts& facts = (*scheduler)->model_facts();
   if (http != nullptr) {
     absl::StatusOr<ChatTemplate> chat_template =
-        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture);
+        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture,
+                               absl::GetFlag(FLAGS_chat_template_file));
     if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
     LogInfo("chat_template", {{"source", chat_template->source()}});
     http->SetServing(*std::move(chat_template));

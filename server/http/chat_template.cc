@@ -11,9 +11,30 @@ namespace linserve {
 namespace {
 
 constexpr char kFileName[] = "chat_template.json";
+constexpr char kJinjaFileName[] = "chat_template.jinja";
+constexpr char kTokenizerConfigName[] = "tokenizer_config.json";
 
 absl::Status Bad(absl::string_view source, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
+}
+
+absl::StatusOr<std::string> ReadText(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
+  return text.str();
+}
+
+// tokenizer_config.json's special token: a string, or {"content": ...}.
+std::string SpecialToken(const nlohmann::json& config, const char* name) {
+  const auto it = config.find(name);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return "";
 }
 
 }  // namespace
@@ -120,26 +141,100 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view json, absl::s
   return t;
 }
 
+absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(absl::string_view text,
+                                                     const std::string& source,
+                                                     std::string bos_token, std::string eos_token) {
+  absl::StatusOr<jinja::Template> parsed =
+      jinja::Template::Parse(std::string_view(text.data(), text.size()));
+  if (!parsed.ok()) return Bad(source, parsed.status().message());
+  ChatTemplate t;
+  t.jinja_ = std::make_shared<const jinja::Template>(*std::move(parsed));
+  t.writes_think_tags_ = text.find("</think>") != absl::string_view::npos;
+  t.bos_token_ = std::move(bos_token);
+  t.eos_token_ = std::move(eos_token);
+  t.source_ = source;
+  return t;
+}
+
 absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_path,
-                                                    const std::string& architecture) {
+                                                    const std::string& architecture,
+                                                    const std::string& template_file) {
   std::filesystem::path dir(model_path);
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) dir = dir.parent_path();
+  // The special tokens the template sees, and perhaps the template itself.
+  nlohmann::json tokenizer_config = nlohmann::json::object();
+  const std::filesystem::path config_file = dir / kTokenizerConfigName;
+  if (std::filesystem::exists(config_file, error)) {
+    absl::StatusOr<std::string> text = ReadText(config_file);
+    if (!text.ok()) return text.status();
+    tokenizer_config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!tokenizer_config.is_object()) return Bad(config_file.string(), "is not a JSON object");
+  }
+  const std::string bos = SpecialToken(tokenizer_config, "bos_token");
+  const std::string eos = SpecialToken(tokenizer_config, "eos_token");
+  for (const std::filesystem::path& file :
+       {template_file.empty() ? std::filesystem::path() : std::filesystem::path(template_file),
+        dir / kJinjaFileName}) {
+    if (file.empty()) continue;
+    if (file.string() == template_file || std::filesystem::exists(file, error)) {
+      absl::StatusOr<std::string> text = ReadText(file);
+      if (!text.ok()) return text.status();
+      return FromJinja(*text, file.string(), bos, eos);
+    }
+  }
+  if (const auto it = tokenizer_config.find("chat_template"); it != tokenizer_config.end()) {
+    const std::string source = config_file.string() + " chat_template";
+    if (it->is_string()) return FromJinja(it->get<std::string>(), source, bos, eos);
+    // A list of named templates: the one named "default".
+    if (it->is_array()) {
+      for (const nlohmann::json& named : *it) {
+        if (named.is_object() && named.value("name", "") == "default" &&
+            named.contains("template") && named["template"].is_string()) {
+          return FromJinja(named["template"].get<std::string>(), source + " \"default\"", bos, eos);
+        }
+      }
+    }
+    return Bad(source, "is neither a template nor a list holding one named \"default\"");
+  }
   const std::filesystem::path file = dir / kFileName;
   if (std::filesystem::exists(file, error)) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
-    return Parse(text.str(), file.string());
+    absl::StatusOr<std::string> text = ReadText(file);
+    if (!text.ok()) return text.status();
+    return Parse(*text, file.string());
   }
   if (architecture == "rwkv7") return RwkvWorld();
   if (architecture == "qwen3_5") return ChatMl();
   return Plain();
 }
 
+absl::StatusOr<std::string> ChatTemplate::RenderJinja(const RequestJson& messages,
+                                                      const RequestJson& tools,
+                                                      bool add_generation_prompt,
+                                                      const RequestJson& kwargs) const {
+  if (jinja_ == nullptr) return absl::InternalError("not a Jinja chat template");
+  RequestJson context = RequestJson::object();
+  // The request's kwargs first, so the names below always win (the request
+  // checks that kwargs holds none of them).
+  if (kwargs.is_object()) {
+    for (const auto& [key, value] : kwargs.items()) context[key] = value;
+  }
+  context["messages"] = messages;
+  if (!tools.is_null()) context["tools"] = tools;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = bos_token_;
+  context["eos_token"] = eos_token_;
+  absl::StatusOr<std::string> text = jinja_->Render(context);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("the chat template (", source_, "): ", text.status().message()));
+  }
+  return text;
+}
+
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
-                                                 const std::string& tool_list) const {
+                                                 const std::string& tool_list,
+                                                 bool add_generation_prompt) const {
   std::string text;
   if (tools_ && !tool_list.empty()) {
     std::string list = tools_->list;
@@ -162,7 +257,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
     for (const std::string& call : m.tool_calls) text += call;
     text += role->suffix;
   }
-  absl::StrAppend(&text, assistant_.prefix);
+  if (add_generation_prompt) absl::StrAppend(&text, assistant_.prefix);
   return text;
 }
 

@@ -18,13 +18,22 @@
 // Without the file an RWKV-7 model gets RWKV's World/G1 format (the example
 // above) and any other model the plain one (no prefixes; every message ends
 // with a blank line).
+//
+// A model published with its own Jinja template renders through it instead
+// (engine/jinja/), as Hugging Face's apply_chat_template does. The first of
+// these is the model's template: --chat_template_file, the model directory's
+// chat_template.jinja, tokenizer_config.json's "chat_template", then
+// chat_template.json, then the built-ins above.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/jinja/jinja_template.h"
+#include "server/http/openai_request_json.h"
 
 namespace linserve {
 
@@ -65,19 +74,40 @@ class ChatTemplate {
   static ChatTemplate Plain();
   // From chat_template.json's text; errors name the file and the field.
   static absl::StatusOr<ChatTemplate> Parse(absl::string_view json, absl::string_view source);
+  // A Jinja template's text; `source` names it in errors and in source().
+  // bos_token and eos_token are what the template sees under those names.
+  static absl::StatusOr<ChatTemplate> FromJinja(absl::string_view text, const std::string& source,
+                                                std::string bos_token, std::string eos_token);
   // The template of the model at `model_path` (a directory, or a weights
-  // file whose directory is read): its chat_template.json, or the default of
-  // `architecture`.
+  // file whose directory is read), in the order above; `template_file`
+  // (--chat_template_file, "" for none) comes first.
   static absl::StatusOr<ChatTemplate> ForModel(const std::string& model_path,
-                                               const std::string& architecture);
+                                               const std::string& architecture,
+                                               const std::string& template_file = "");
 
   // The text of `messages` followed by the generation prompt; with
   // `tool_list` (ToolListText) and a template that shows tools, the tools'
   // system message first. An unknown role is INVALID_ARGUMENT naming
   // messages[i].role, and so is a "tool" message where the template shows
   // no tools.
+  // Without `add_generation_prompt` the text ends after the last message.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
-                                     const std::string& tool_list = "") const;
+                                     const std::string& tool_list = "",
+                                     bool add_generation_prompt = true) const;
+
+  // A Jinja template's rendering: `messages` as the request sent them (each
+  // call's arguments as an object), `tools` (null: none), the generation
+  // prompt, and `kwargs` (chat_template_kwargs, already checked) as further
+  // variables. A template's own error (raise_exception, a type error) is
+  // INVALID_ARGUMENT, a limit crossed RESOURCE_EXHAUSTED.
+  absl::StatusOr<std::string> RenderJinja(const RequestJson& messages, const RequestJson& tools,
+                                          bool add_generation_prompt,
+                                          const RequestJson& kwargs) const;
+  // Null unless the template is Jinja.
+  const jinja::Template* jinja() const { return jinja_.get(); }
+  // A Jinja template that writes "</think>": its model reasons Qwen3's way
+  // (--reasoning_format auto).
+  bool writes_think_tags() const { return writes_think_tags_; }
 
   // Null where the template declares no tools.
   const Tools* tools() const { return tools_ ? &*tools_ : nullptr; }
@@ -94,6 +124,9 @@ class ChatTemplate {
   std::optional<Tools> tools_;
   std::vector<std::string> stop_;
   std::string source_;
+  std::shared_ptr<const jinja::Template> jinja_;
+  std::string bos_token_, eos_token_;  // a Jinja template's special tokens
+  bool writes_think_tags_ = false;
 };
 
 }  // namespace linserve

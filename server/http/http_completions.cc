@@ -77,6 +77,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   size_t ended_ = 0;             // runs_ that have their end
   size_t leader_ = 0;            // the run that prefills (and continues the session)
   std::unique_ptr<OpenAiResponder> responder_;
+  // A Jinja chat's rendered prompt (the request then carries its tokens).
+  std::string rendered_prompt_;
   // A stream with tools: whether the turn is a call, text, or not known yet.
   enum class ToolTurn { kUndecided, kText, kCall };
   // Streaming with tools: holds pieces while the text may still be a call.
@@ -161,6 +163,25 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
              "model \"", request_.model, "\" does not exist; this server serves \"", served, "\"")),
          "model");
     return absl::CancelledError();
+  }
+
+  // A Jinja template writes the special tokens it wants (bos_token among
+  // them), so its text is encoded here without the tokenizer's own BOS.
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions &&
+      handlers_->chat_template()->jinja() != nullptr && request_.generate.prompt_tokens().empty()) {
+    const int64_t max_bytes = handlers_->service_->options().limits.max_prompt_bytes;
+    const std::string prompt = request_.generate.prompt();
+    rendered_prompt_ = prompt;
+    if (static_cast<int64_t>(prompt.size()) > max_bytes) {
+      return field_error(absl::InvalidArgumentError(
+          absl::StrCat("prompt: the chat template renders ", prompt.size(),
+                       " bytes; at most max_prompt_bytes = ", max_bytes)));
+    }
+    absl::StatusOr<std::vector<int64_t>> ids =
+        scheduler_->model_facts().token_codec->TryEncode(prompt, /*starts_text=*/false);
+    if (!ids.ok()) return field_error(ids.status());
+    request_.generate.clear_prompt();
+    for (int64_t id : *ids) request_.generate.add_prompt_tokens(static_cast<int32_t>(id));
   }
 
   // A chat session whose last turn stopped short of the template's turn end
@@ -332,6 +353,13 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
   // "auto": a call begins with the template's call_start; text that leaves
   // it is an answer, streamed from here on.
   const std::optional<ChatTemplate> chat = handlers_->chat_template();  // a copy: hold it
+  if (chat->tools() == nullptr) {
+    // A Jinja template's model calls in its own format, which is not parsed
+    // while streaming yet: the turn streams as text.
+    tool_turn_ = ToolTurn::kText;
+    FlushHeld();
+    return;
+  }
   const std::string& start = chat->tools()->call_start;
   if (held_text_.size() >= start.size() && held_text_.compare(0, start.size(), start) == 0) {
     tool_turn_ = ToolTurn::kCall;
@@ -350,6 +378,12 @@ void CompletionCall::FlushHeld() {
 void CompletionCall::Begin() {
   responder_ = std::make_unique<OpenAiResponder>(
       endpoint_, handlers_->options_.served_model_name, logprobs_, session_id_);
+  if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+    const ReasoningFormat format = handlers_->reasoning_format();
+    const std::string& prompt =
+        rendered_prompt_.empty() ? request_.generate.prompt() : rendered_prompt_;
+    responder_->SetReasoning(format, PromptOpensReasoning(format, prompt));
+  }
   if (!request_.stream) return;
   HttpResponse head;
   head.content_type = "text/event-stream";

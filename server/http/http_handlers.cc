@@ -219,6 +219,15 @@ nlohmann::json SpecialTokenRanges(const ModelFacts& facts) {
 
 }  // namespace
 
+ReasoningFormat HttpHandlers::reasoning_format() const {
+  if (options_.reasoning_format == "auto") {
+    const std::optional<ChatTemplate> chat = chat_template();
+    return chat && chat->writes_think_tags() ? ReasoningFormat::kQwen3 : ReasoningFormat::kNone;
+  }
+  absl::StatusOr<ReasoningFormat> named = ParseReasoningFormat(options_.reasoning_format);
+  return named.ok() ? *named : ReasoningFormat::kNone;
+}
+
 HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::string> id) {
   constexpr char kMethod[] = "Models";
   absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
@@ -242,7 +251,11 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::str
                           {"state_bytes_per_session", facts.state_bytes_per_session},
                           {"state_bytes_per_token", facts.state_bytes_per_token},
                           {"vocab_size", facts.vocab_size},
-                          {"special_token_ranges", SpecialTokenRanges(facts)}};
+                          {"special_token_ranges", SpecialTokenRanges(facts)},
+                          {"reasoning_format", ReasoningFormatName(reasoning_format())}};
+  if (const std::optional<ChatTemplate> chat = chat_template(); chat) {
+    model["chat_template"] = chat->source();
+  }
   // vLLM's name for the longest context a session may reach: set where the
   // state grows with the position (--max_context_tokens).
   const int64_t context = service_->options().scheduler.max_context_tokens;
@@ -306,9 +319,15 @@ HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
                       std::string(valid.message()));
     return ErrorAnswer(kMethod, ToHttpError(absl::Status(valid.code(), field.message), field.param));
   }
-  const bool special = body->value("add_special_tokens", true);
+  // A Jinja chat template writes its own special tokens: no BOS of the
+  // tokenizer's unless asked for.
+  const bool jinja_chat = chat && chat_template()->jinja() != nullptr;
+  const bool special = body->value("add_special_tokens", !jinja_chat);
   const std::vector<int64_t> tokens =
       (*scheduler)->model_facts().token_codec->Encode(text, /*starts_text=*/special);
+  // A chat's rendered text as well (llama.cpp's /apply-template gives it so):
+  // exactly what the model is fed.
+  if (chat) return JsonAnswer(kMethod, {{"tokens", tokens}, {"count", tokens.size()}, {"prompt", text}});
   return JsonAnswer(kMethod, {{"tokens", tokens}, {"count", tokens.size()}});
 }
 

@@ -17,6 +17,7 @@
 #include "server/common/metrics.h"
 #include "server/grpc/service.h"
 #include "server/http/chat_template.h"
+#include "server/http/reasoning_split.h"
 #include "server/http/chat_turn_ends.h"
 #include "server/http/http_errors.h"
 #include "server/http/http_origins.h"
@@ -100,6 +101,8 @@ class HttpHandlers : public HttpService {
   // when `body` is set, the body parsed into it.
   absl::StatusOr<Scheduler*> Admit(const HttpRequest& req, RequestJson* body) const;
   std::optional<ChatTemplate> chat_template() const;
+  // --reasoning_format, "auto" resolved against the chat template served.
+  ReasoningFormat reasoning_format() const;
 
   HttpResponse ErrorAnswer(const char* method, const HttpError& error);
   HttpResponse JsonAnswer(const char* method, const nlohmann::json& body);

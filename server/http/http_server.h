@@ -39,6 +39,9 @@ struct HttpOptions {
   std::vector<std::string> allowed_hosts;
   bool playground = true;  // GET / serves the playground page
   std::string served_model_name;
+  // --reasoning_format: "auto" (qwen3 for a Jinja template that writes
+  // </think>, else none), or a format ParseReasoningFormat names.
+  std::string reasoning_format = "auto";
   // TLS as on the gRPC port (auth.h); tokens as there: empty is no auth.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::vector<TokenEntry> tokens;

@@ -1,5 +1,6 @@
 #include "server/http/openai_request.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -299,11 +300,99 @@ absl::StatusOr<std::vector<std::string>> MessageToolCalls(const Json& message, s
   return calls;
 }
 
+// chat_template_kwargs: further variables of a Jinja template (vLLM's
+// field), bounded in size and depth, and never one of the names the server
+// sets or the template engine's globals.
+constexpr size_t kMaxTemplateKwargsBytes = 16 << 10;
+constexpr int kMaxTemplateKwargsDepth = 8;
+
+int JsonDepth(const Json& value, int limit) {
+  if (limit < 0 || !value.is_structured()) return 0;
+  int deepest = 0;
+  for (const Json& child : value) deepest = std::max(deepest, JsonDepth(child, limit - 1));
+  return deepest + 1;
+}
+
+absl::StatusOr<Json> ReadTemplateKwargs(Fields& f) {
+  const Json* kwargs = f.Get("chat_template_kwargs");
+  if (kwargs == nullptr) return Json::object();
+  if (!kwargs->is_object()) return Invalid("chat_template_kwargs must be an object");
+  if (kwargs->dump().size() > kMaxTemplateKwargsBytes) {
+    return Invalid(absl::StrCat("chat_template_kwargs is over ", kMaxTemplateKwargsBytes, " bytes"));
+  }
+  if (JsonDepth(*kwargs, kMaxTemplateKwargsDepth + 1) > kMaxTemplateKwargsDepth) {
+    return Invalid(absl::StrCat("chat_template_kwargs nests deeper than ", kMaxTemplateKwargsDepth));
+  }
+  static const absl::flat_hash_set<std::string> kReserved = {
+      "messages", "tools", "add_generation_prompt", "raise_exception", "namespace", "range",
+      "dict", "strftime_now"};
+  for (const auto& [key, value] : kwargs->items()) {
+    if (kReserved.contains(key) || absl::EndsWith(key, "_token") || absl::EndsWith(key, "_tokens")) {
+      return Invalid(absl::StrCat("chat_template_kwargs.", key,
+                                  ": the server sets this name; a request cannot"));
+    }
+  }
+  return *kwargs;
+}
+
+// The request's messages as a Jinja template reads them: as sent, with each
+// tool call's arguments (JSON text in OpenAI's API) as the object it holds,
+// which templates iterate or print with tojson.
+absl::StatusOr<Json> JinjaMessages(const Json& messages) {
+  Json out = messages;
+  for (size_t i = 0; i < out.size(); ++i) {
+    Json& m = out[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return Invalid(absl::StrCat("messages[", i, "].role must be a string"));
+    }
+    const auto content = m.find("content");
+    if (content != m.end() && !content->is_null() && !content->is_string() && !content->is_array()) {
+      return Invalid(absl::StrCat("messages[", i, "].content must be a string or a list of parts"));
+    }
+    const auto calls = m.find("tool_calls");
+    if (calls == m.end() || calls->is_null()) continue;
+    if (!calls->is_array()) return Invalid(absl::StrCat("messages[", i, "].tool_calls must be a list"));
+    for (size_t j = 0; j < calls->size(); ++j) {
+      Json& call = (*calls)[j];
+      const std::string at = absl::StrCat("messages[", i, "].tool_calls[", j, "]");
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+          !call["function"].contains("name") || !call["function"]["name"].is_string()) {
+        return Invalid(at + " must be {\"function\": {\"name\": a string, \"arguments\": ...}}");
+      }
+      Json& arguments = call["function"]["arguments"];
+      if (arguments.is_string()) {
+        Json parsed = Json::parse(arguments.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_discarded()) return Invalid(at + ".function.arguments is not JSON text");
+        arguments = std::move(parsed);
+      }
+    }
+  }
+  return out;
+}
+
 absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const OpenAiTools& tools,
                           v1::GenerateRequest& out) {
   const Json* messages = f.Get("messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages must be a non-empty list");
+  }
+  if (f.Get("chat_template") != nullptr) {
+    return Invalid("chat_template: a request cannot bring its own chat template; the server "
+                   "renders the model's");
+  }
+  bool add_generation_prompt = true;
+  LINSERVE_RETURN_IF_ERROR(f.Bool("add_generation_prompt", &add_generation_prompt));
+  LINSERVE_ASSIGN_OR_RETURN(Json kwargs, ReadTemplateKwargs(f));
+  if (chat_template.jinja() != nullptr) {
+    LINSERVE_ASSIGN_OR_RETURN(Json jinja_messages, JinjaMessages(*messages));
+    const Json* sent_tools = f.Get("tools");
+    LINSERVE_ASSIGN_OR_RETURN(
+        std::string text,
+        chat_template.RenderJinja(jinja_messages,
+                                  tools.active() && sent_tools != nullptr ? *sent_tools : Json(),
+                                  add_generation_prompt, kwargs));
+    out.set_prompt(std::move(text));
+    return absl::OkStatus();
   }
   std::vector<ChatMessage> parsed;
   for (size_t i = 0; i < messages->size(); ++i) {
@@ -326,8 +415,9 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
     }
     parsed.push_back({role, std::move(content), std::move(calls)});
   }
-  LINSERVE_ASSIGN_OR_RETURN(
-      std::string text, chat_template.Render(parsed, tools.active() ? ToolListText(tools) : ""));
+  LINSERVE_ASSIGN_OR_RETURN(std::string text,
+                            chat_template.Render(parsed, tools.active() ? ToolListText(tools) : "",
+                                                 add_generation_prompt));
   out.set_prompt(std::move(text));
   return absl::OkStatus();
 }
@@ -459,9 +549,16 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       return Invalid("tools and a response_format or structured_outputs constraint are both set; "
                      "send one");
     }
-    LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
-                              ToolGrammar(out.tools, chat_template, grammar_limits));
-    out.generate.set_grammar(std::move(grammar));
+    if (chat_template.jinja() == nullptr) {
+      LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
+                                ToolGrammar(out.tools, chat_template, grammar_limits));
+      out.generate.set_grammar(std::move(grammar));
+    } else if (out.tools.choice != OpenAiTools::Choice::kAuto) {
+      // The template lists the tools and the model calls them in its own
+      // format; holding generation to that format is not done yet.
+      return Invalid("tool_choice: only \"auto\" is supported with this model's Jinja chat "
+                     "template");
+    }
   }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (out.stream && out.best_of > out.n) {
@@ -479,6 +576,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   std::string user;  // accepted, as OpenAI's end-user id; not used
   LINSERVE_RETURN_IF_ERROR(f.String("user", &user));
   LINSERVE_RETURN_IF_ERROR(ReadSession(f, header_session_id, out));
+  if (endpoint == OpenAiEndpoint::kChatCompletions && chat_template.jinja() != nullptr &&
+      (out.new_session || !out.generate.session_id().empty())) {
+    // A session feeds only its new messages; a Jinja template renders a
+    // whole history (and may re-render earlier turns), so its turns are
+    // stateless requests for now.
+    return Invalid("session_id: chat sessions are not supported with this model's Jinja chat "
+                   "template; send the whole history without a session");
+  }
   f.Unread(&out.ignored_fields, &out.ignored_field_count);
   return out;
 }
@@ -539,7 +644,10 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "session",
                                                           "initial_state",
                                                           "cache_salt",
-                                                          "session_choice"};
+                                                          "session_choice",
+                                                          "chat_template",
+                                                          "chat_template_kwargs",
+                                                          "add_generation_prompt"};
   std::string name = message.substr(0, end);
   if (name.empty() || !kKnown.contains(name)) {
     // "stop[2] is empty", "messages[0].role ...": the list's name.

@@ -1,5 +1,7 @@
 #include "server/http/openai_response.h"
 
+#include <algorithm>
+
 #include <utility>
 
 #include "absl/random/random.h"
@@ -122,6 +124,47 @@ Json OpenAiResponder::Choice(const std::string& text, const std::vector<SampledT
   return choice;
 }
 
+void OpenAiResponder::SetReasoning(ReasoningFormat format, bool starts_inside) {
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions || format == ReasoningFormat::kNone) return;
+  reasoning_format_ = format;
+  reasoning_starts_inside_ = starts_inside;
+}
+
+ReasoningSplitter* OpenAiResponder::Splitter(int32_t index) const {
+  if (!reasoning_format_) return nullptr;
+  while (splitters_.size() <= static_cast<size_t>(index)) {
+    splitters_.emplace_back(*reasoning_format_, reasoning_starts_inside_);
+  }
+  return &splitters_[index];
+}
+
+ReasoningSplitter::Split OpenAiResponder::Split(const TurnPiece& piece, int32_t index) const {
+  ReasoningSplitter* splitter = Splitter(index);
+  const bool was_reasoning = splitter->in_reasoning();
+  ReasoningSplitter::Split split = splitter->Push(piece.text);
+  if (was_reasoning || !split.reasoning.empty()) {
+    reasoning_tokens_ += std::max<int64_t>(1, static_cast<int64_t>(piece.tokens.size()));
+  }
+  return split;
+}
+
+void OpenAiResponder::SetSplit(Json& fields, const ReasoningSplitter::Split& split, bool whole) {
+  if (whole) {
+    fields["content"] = split.content;
+    fields["reasoning_content"] = split.reasoning.empty() ? Json(nullptr) : Json(split.reasoning);
+    return;
+  }
+  if (!split.reasoning.empty()) fields["reasoning_content"] = split.reasoning;
+  if (!split.content.empty()) fields["content"] = split.content;
+}
+
+Json OpenAiResponder::WithReasoning(Json usage) const {
+  if (reasoning_format_) {
+    usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens_}};
+  }
+  return usage;
+}
+
 std::vector<Json> OpenAiResponder::Opening(int32_t n) const {
   if (endpoint_ != OpenAiEndpoint::kChatCompletions) return {};
   std::vector<Json> chunks;
@@ -138,7 +181,12 @@ std::vector<Json> OpenAiResponder::Opening(int32_t n) const {
 
 Json OpenAiResponder::Chunk(const TurnPiece& piece, int32_t index) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array({Choice(piece.text, piece.tokens, nullptr, true, index)});
+  Json choice = Choice(piece.text, piece.tokens, nullptr, true, index);
+  if (Splitter(index) != nullptr) {
+    choice["delta"] = Json::object();
+    SetSplit(choice["delta"], Split(piece, index), false);
+  }
+  chunk["choices"] = Json::array({std::move(choice)});
   return chunk;
 }
 
@@ -156,8 +204,11 @@ Json OpenAiResponder::ToolCallChunk(const ParsedToolCall& call) const {
 
 Json OpenAiResponder::Closing(const TurnSummary& summary, bool called, int32_t index) const {
   Json chunk = Envelope(true);
-  chunk["choices"] = Json::array(
-      {Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true, index)});
+  Json choice = Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true, index);
+  if (ReasoningSplitter* splitter = Splitter(index); splitter != nullptr) {
+    SetSplit(choice["delta"], splitter->Flush(), false);
+  }
+  chunk["choices"] = Json::array({std::move(choice)});
   AddSession(chunk, summary.position);
   return chunk;
 }
@@ -169,7 +220,7 @@ Json OpenAiResponder::UsageChunk(const TurnSummary& summary) const {
 Json OpenAiResponder::UsageChunk(const Json& usage, int64_t position) const {
   Json chunk = Envelope(true);
   chunk["choices"] = Json::array();
-  chunk["usage"] = usage;
+  chunk["usage"] = WithReasoning(usage);
   AddSession(chunk, position);
   return chunk;
 }
@@ -194,6 +245,18 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
     const std::optional<ParsedToolCall>& call = whole.call;
     Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(*whole.summary),
                          false, static_cast<int32_t>(i));
+    if (ReasoningSplitter* splitter = Splitter(static_cast<int32_t>(i)); splitter != nullptr) {
+      ReasoningSplitter::Split split;
+      for (const TurnPiece& piece : *whole.pieces) {
+        ReasoningSplitter::Split part = Split(piece, static_cast<int32_t>(i));
+        split.reasoning += part.reasoning;
+        split.content += part.content;
+      }
+      ReasoningSplitter::Split rest = splitter->Flush();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+      SetSplit(choice["message"], split, true);
+    }
     if (call && choice.contains("message")) {
       choice["message"]["content"] = nullptr;
       choice["message"]["tool_calls"] = Json::array(
@@ -203,7 +266,7 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
     }
     out["choices"].push_back(std::move(choice));
   }
-  out["usage"] = usage;
+  out["usage"] = WithReasoning(usage);
   AddSession(out, position);
   return out;
 }

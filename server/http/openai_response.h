@@ -13,6 +13,7 @@
 
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
+#include "server/http/reasoning_split.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
@@ -30,6 +31,14 @@ class OpenAiResponder {
 
   OpenAiResponder(OpenAiEndpoint endpoint, std::string model, bool logprobs,
                   std::string session_id);
+
+  // A chat's reasoning goes to reasoning_content (whole and streamed), each
+  // choice split on its own, and is counted in
+  // usage.completion_tokens_details.reasoning_tokens (the pieces that held
+  // reasoning: a piece is one token, or the tokens of one character, or with
+  // logprobs its tokens); `starts_inside`: the generation prompt opened it.
+  // Call before any chunk.
+  void SetReasoning(ReasoningFormat format, bool starts_inside);
 
   // Streaming: the chunks of a chat's first event (the assistant role, for
   // each of `n` choices), if any (completions have none).
@@ -60,6 +69,15 @@ class OpenAiResponder {
                         const nlohmann::json& finish_reason, bool chunk, int32_t index) const;
   nlohmann::json Logprobs(const std::vector<SampledToken>& tokens, int32_t index) const;
   void AddSession(nlohmann::json& out, int64_t position) const;
+  // Choice `index`'s reasoning splitter; null when reasoning is not split.
+  ReasoningSplitter* Splitter(int32_t index) const;
+  // Splits one piece of choice `index`, counting its tokens as reasoning
+  // when it held any.
+  ReasoningSplitter::Split Split(const TurnPiece& piece, int32_t index) const;
+  // A chat delta or message's text fields from a split.
+  static void SetSplit(nlohmann::json& fields, const ReasoningSplitter::Split& split, bool whole);
+  // `usage` with completion_tokens_details when reasoning is split.
+  nlohmann::json WithReasoning(nlohmann::json usage) const;
 
   const OpenAiEndpoint endpoint_;
   const std::string model_;
@@ -69,6 +87,12 @@ class OpenAiResponder {
   const int64_t created_;
   const std::string call_id_;  // a tool call's id, if the turn makes one
   mutable std::vector<int64_t> text_offsets_;  // completions' logprobs.text_offset, by choice
+  // Set by SetReasoning; mutable as text_offsets_ is: the answer's state as
+  // it streams, one splitter per choice.
+  std::optional<ReasoningFormat> reasoning_format_;
+  bool reasoning_starts_inside_ = false;
+  mutable std::vector<ReasoningSplitter> splitters_;
+  mutable int64_t reasoning_tokens_ = 0;
 };
 
 // "stop" (a stop string or EOS), "length", or "abort" (cut by the server).

@@ -1,5 +1,7 @@
 #include "server/http/openai_tools.h"
 
+#include <cctype>
+
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -194,6 +196,19 @@ std::optional<ParsedToolCall> ParseToolCall(const ChatTemplate& chat, std::strin
       return std::nullopt;
     }
     text.remove_suffix(shown->call_end.size());
+  } else {
+    // A Jinja template's model (Hermes JSON, as Qwen3 writes it): the answer
+    // after any reasoning, one call in <tool_call>...</tool_call>.
+    if (const size_t think = text.rfind("</think>"); think != std::string_view::npos) {
+      text.remove_prefix(think + 8);
+    }
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+    constexpr std::string_view kStart = "<tool_call>", kEnd = "</tool_call>";
+    if (text.size() >= kStart.size() + kEnd.size() && text.substr(0, kStart.size()) == kStart &&
+        text.substr(text.size() - kEnd.size()) == kEnd) {
+      text = text.substr(kStart.size(), text.size() - kStart.size() - kEnd.size());
+    }
   }
   const RequestJson call = RequestJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return std::nullopt;

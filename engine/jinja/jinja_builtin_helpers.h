@@ -1,0 +1,44 @@
+#ifndef LINSERVE_ENGINE_JINJA_JINJA_BUILTIN_HELPERS_H_
+#define LINSERVE_ENGINE_JINJA_JINJA_BUILTIN_HELPERS_H_
+
+// What the filters and the methods share: Python's string operations and
+// the views of a value as a list. Internal to engine/jinja/.
+
+#include <cstdint>
+#include <string>
+
+#include "engine/jinja/jinja_interpreter.h"
+#include "engine/jinja/jinja_value.h"
+
+namespace linserve::jinja {
+
+// str.isspace() of one code point.
+bool IsPythonSpace(char32_t c);
+// str.strip/lstrip/rstrip(chars): whitespace when chars is null or none.
+std::string Strip(const std::string& s, const Value* chars, bool left, bool right);
+// The string argument `name` (or positional `index`), else an error naming `what`.
+const std::string& StringArg(const CallArgs& args, size_t index, const std::string& name,
+                             const std::string& what);
+// str.split(sep=None, maxsplit=-1).
+Value Split(Interpreter& in, const std::string& s, const CallArgs& args);
+// str.replace(old, new, count); count < 0: all.
+std::string Replace(Interpreter& in, const std::string& s, const std::string& from,
+                    const std::string& to, int64_t count);
+// str.startswith / endswith, with a string or a tuple of them.
+bool StartsOrEnds(const std::string& s, const Value& what, bool start);
+std::string Capitalize(const std::string& s);
+std::string Title(const std::string& s);
+std::string Lower(std::string s);
+std::string Upper(std::string s);
+// len(): code points of a string, items of a list or dict.
+int64_t Length(const Value& v);
+// list(): a list's items, a dict's keys, a string's characters.
+List ToList(const Value& v);
+// dict.items() as a list of [key, value] lists.
+Value Items(const Value& v);
+// An item's attribute by a dotted path (`function.name`), as Jinja's attrgetter.
+Value Attribute(const Value& item, const std::string& path);
+
+}  // namespace linserve::jinja
+
+#endif  // LINSERVE_ENGINE_JINJA_JINJA_BUILTIN_HELPERS_H_

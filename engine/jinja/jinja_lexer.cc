@@ -1,0 +1,325 @@
+#include "engine/jinja/jinja_lexer.h"
+
+#include <cctype>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace linserve::jinja {
+namespace {
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// lstrip_blocks and trim_blocks, applied to the text before tokenizing as
+// the reference does: spaces and tabs before a `{%` or `{#` that opens its
+// line go, and so does the newline right after a `%}` or `#}`. Each kept
+// character keeps its line, for the errors.
+struct Preprocessed {
+  std::string text;
+  std::vector<int> lines;
+};
+
+Preprocessed Preprocess(std::string_view source) {
+  if (!source.empty() && source.back() == '\n') source.remove_suffix(1);
+  Preprocessed stripped;
+  stripped.text.reserve(source.size());
+  int line = 1;
+  size_t i = 0;
+  while (i < source.size()) {
+    if (i == 0 || source[i - 1] == '\n') {
+      size_t j = i;
+      while (j < source.size() && (source[j] == ' ' || source[j] == '\t')) ++j;
+      if (j + 1 < source.size() && source[j] == '{' &&
+          (source[j + 1] == '%' || source[j + 1] == '#' || source[j + 1] == '-')) {
+        i = j;
+      }
+    }
+    stripped.text += source[i];
+    stripped.lines.push_back(line);
+    line += source[i++] == '\n';
+  }
+  Preprocessed out;
+  out.text.reserve(stripped.text.size());
+  const std::string& t = stripped.text;
+  for (size_t k = 0; k < t.size(); ++k) {
+    out.text += t[k];
+    out.lines.push_back(stripped.lines[k]);
+    if (t[k] == '}' && k > 0 && k + 1 < t.size() && t[k + 1] == '\n' &&
+        (t[k - 1] == '%' || t[k - 1] == '#' || t[k - 1] == '-')) {
+      ++k;  // the newline after the tag
+    }
+  }
+  return out;
+}
+
+class Lexer {
+ public:
+  explicit Lexer(Preprocessed source)
+      : src_(std::move(source.text)), lines_(std::move(source.lines)) {}
+
+  absl::StatusOr<std::vector<Token>> Run() {
+    while (pos_ < src_.size()) {
+      size_t open = FindOpen(pos_);
+      if (open > pos_) AddText(src_.substr(pos_, open - pos_));
+      if (open == src_.size()) break;
+      Advance(open);
+      char kind = src_[pos_ + 1];
+      Advance(pos_ + 2);
+      bool strip_before = pos_ < src_.size() && src_[pos_] == '-';
+      if (strip_before) {
+        Advance(pos_ + 1);
+        StripTrailingText();
+      }
+      if (kind == '#') {
+        size_t close = src_.find("#}", pos_);
+        if (close == std::string::npos) return Error("a comment is not closed ('#}')");
+        bool strip_after = close > pos_ && src_[close - 1] == '-';
+        Advance(close + 2);
+        if (strip_after) SkipSpace();
+        continue;
+      }
+      int line = line_;
+      bool statement = kind == '%';
+      tokens_.push_back({statement ? Token::Kind::kOpenStatement : Token::Kind::kOpenExpression,
+                         statement ? "{%" : "{{", line});
+      size_t first = tokens_.size();
+      absl::Status status = LexInside(statement);
+      if (!status.ok()) return status;
+      // {% raw %}: the text up to {% endraw %} is text.
+      if (statement && tokens_.size() == first + 2 && tokens_[first].text == "raw" &&
+          tokens_[first].kind == Token::Kind::kName) {
+        tokens_.resize(first - 1);
+        absl::Status raw = LexRaw(line);
+        if (!raw.ok()) return raw;
+      }
+    }
+    tokens_.push_back({Token::Kind::kEnd, "", line_});
+    return std::move(tokens_);
+  }
+
+ private:
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat("template line ", line_, ": ", what));
+  }
+
+  size_t FindOpen(size_t from) const {
+    for (size_t i = from; i + 1 < src_.size(); ++i) {
+      if (src_[i] == '{' && (src_[i + 1] == '%' || src_[i + 1] == '{' || src_[i + 1] == '#')) {
+        return i;
+      }
+    }
+    return src_.size();
+  }
+
+  void Advance(size_t to) {
+    pos_ = to;
+    if (pos_ < lines_.size()) line_ = lines_[pos_];
+  }
+
+  void AddText(std::string text) {
+    tokens_.push_back({Token::Kind::kText, std::move(text), line_});
+  }
+
+  void StripTrailingText() {
+    if (tokens_.empty() || tokens_.back().kind != Token::Kind::kText) return;
+    std::string& text = tokens_.back().text;
+    while (!text.empty() && IsSpace(text.back())) text.pop_back();
+    if (text.empty()) tokens_.pop_back();
+  }
+
+  void SkipSpace() {
+    size_t end = pos_;
+    while (end < src_.size() && IsSpace(src_[end])) ++end;
+    Advance(end);
+  }
+
+  // The end of a float's exponent (e5, E-3) starting at `at`, or `at`.
+  size_t SkipExponent(size_t at) const {
+    if (at >= src_.size() || (src_[at] != 'e' && src_[at] != 'E')) return at;
+    size_t k = at + 1;
+    if (k < src_.size() && (src_[k] == '+' || src_[k] == '-')) ++k;
+    if (k >= src_.size() || !std::isdigit(static_cast<unsigned char>(src_[k]))) return at;
+    while (k < src_.size() && std::isdigit(static_cast<unsigned char>(src_[k]))) ++k;
+    return k;
+  }
+
+  // The tokens of one `{% %}` or `{{ }}`, with its closing token.
+  absl::Status LexInside(bool statement) {
+    int braces = 0;  // `}}` closes the expression only outside a dict literal
+    while (true) {
+      while (pos_ < src_.size() && IsSpace(src_[pos_])) Advance(pos_ + 1);
+      if (pos_ >= src_.size())
+        return Error(statement ? "a '{%' is not closed" : "a '{{' is not closed");
+      std::string_view rest(src_.data() + pos_, src_.size() - pos_);
+      std::string_view close = statement ? "%}" : "}}";
+      bool dash = rest[0] == '-' && rest.substr(1, 2) == close;
+      if ((rest.substr(0, 2) == close && (statement || braces == 0)) || dash) {
+        tokens_.push_back({statement ? Token::Kind::kCloseStatement : Token::Kind::kCloseExpression,
+                           std::string(close), line_});
+        Advance(pos_ + (dash ? 3 : 2));
+        if (dash) SkipSpace();
+        return absl::OkStatus();
+      }
+      char c = rest[0];
+      if (c == '\'' || c == '"') {
+        absl::Status status = LexString(c);
+        if (!status.ok()) return status;
+        continue;
+      }
+      if (std::isdigit(static_cast<unsigned char>(c))) {
+        size_t end = pos_;
+        while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+        bool after_dot = !tokens_.empty() && tokens_.back().text == "." &&
+                         tokens_.back().kind == Token::Kind::kPunct;
+        if (!after_dot && end + 1 < src_.size() && src_[end] == '.' &&
+            std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+          ++end;
+          while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+          end = SkipExponent(end);
+          tokens_.push_back({Token::Kind::kFloat, src_.substr(pos_, end - pos_), line_});
+        } else if (!after_dot && SkipExponent(end) != end) {
+          end = SkipExponent(end);
+          tokens_.push_back({Token::Kind::kFloat, src_.substr(pos_, end - pos_), line_});
+        } else {
+          tokens_.push_back({Token::Kind::kInteger, src_.substr(pos_, end - pos_), line_});
+        }
+        Advance(end);
+        continue;
+      }
+      if (IsNameStart(c)) {
+        size_t end = pos_;
+        while (end < src_.size() && IsNameChar(src_[end])) ++end;
+        tokens_.push_back({Token::Kind::kName, src_.substr(pos_, end - pos_), line_});
+        Advance(end);
+        continue;
+      }
+      static constexpr std::string_view kTwo[] = {"//", "**", "==", "!=", "<=", ">="};
+      std::string punct;
+      for (std::string_view two : kTwo) {
+        if (rest.substr(0, 2) == two) punct = std::string(two);
+      }
+      if (punct.empty()) {
+        if (std::string_view("+-*/%~<>=()[]{},.:|").find(c) == std::string_view::npos) {
+          return Error(absl::StrCat("unexpected character '", std::string(1, c), "'"));
+        }
+        punct = std::string(1, c);
+      }
+      if (punct == "{") ++braces;
+      if (punct == "}") --braces;
+      tokens_.push_back({Token::Kind::kPunct, punct, line_});
+      Advance(pos_ + punct.size());
+    }
+  }
+
+  absl::Status LexString(char quote) {
+    int line = line_;
+    std::string value;
+    size_t i = pos_ + 1;
+    while (true) {
+      if (i >= src_.size()) return Error("a string is not closed");
+      char c = src_[i];
+      if (c == quote) break;
+      if (c == '\\' && i + 1 < src_.size()) {
+        char e = src_[i + 1];
+        i += 2;
+        switch (e) {
+          case 'n':
+            value += '\n';
+            break;
+          case 't':
+            value += '\t';
+            break;
+          case 'r':
+            value += '\r';
+            break;
+          case 'b':
+            value += '\b';
+            break;
+          case 'f':
+            value += '\f';
+            break;
+          case 'v':
+            value += '\v';
+            break;
+          case '0':
+            value += '\0';
+            break;
+          case '\\':
+            value += '\\';
+            break;
+          case '\'':
+            value += '\'';
+            break;
+          case '"':
+            value += '"';
+            break;
+          case '\n':
+            break;
+          default:
+            // Python keeps an unknown escape as written.
+            value += '\\';
+            value += e;
+        }
+        continue;
+      }
+      value += c;
+      ++i;
+    }
+    Advance(i + 1);
+    tokens_.push_back({Token::Kind::kString, std::move(value), line});
+    return absl::OkStatus();
+  }
+
+  absl::Status LexRaw(int line) {
+    size_t search = pos_;
+    while (true) {
+      size_t open = src_.find("{%", search);
+      if (open == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("template line ", line, ": '{% raw %}' has no '{% endraw %}'"));
+      }
+      size_t k = open + 2;
+      bool strip_before = k < src_.size() && src_[k] == '-';
+      if (strip_before) ++k;
+      while (k < src_.size() && IsSpace(src_[k])) ++k;
+      if (src_.compare(k, 6, "endraw") != 0) {
+        search = open + 2;
+        continue;
+      }
+      k += 6;
+      while (k < src_.size() && IsSpace(src_[k])) ++k;
+      bool strip_after = k < src_.size() && src_[k] == '-';
+      if (strip_after) ++k;
+      if (src_.compare(k, 2, "%}") != 0) {
+        search = open + 2;
+        continue;
+      }
+      std::string text = src_.substr(pos_, open - pos_);
+      if (strip_before) {
+        while (!text.empty() && IsSpace(text.back())) text.pop_back();
+      }
+      if (!text.empty()) AddText(std::move(text));
+      Advance(k + 2);
+      if (strip_after) SkipSpace();
+      return absl::OkStatus();
+    }
+  }
+
+  std::string src_;
+  std::vector<int> lines_;  // the template line of each character of src_
+  size_t pos_ = 0;
+  int line_ = 1;
+  std::vector<Token> tokens_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) {
+  return Lexer(Preprocess(source)).Run();
+}
+
+}  // namespace linserve::jinja
