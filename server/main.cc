@@ -31,7 +31,7 @@
 #include "server/common/auth.h"
 #include "server/grpc/connection_options.h"
 #include "server/http/chat_template.h"
-#include "server/http/reasoning_split.h"
+#include "server/common/reasoning_split.h"
 #include "server/store/disk_state_store.h"
 #include "server/http/http_server.h"
 #include "server/store/redis_state_store.h"
@@ -51,9 +51,10 @@ ABSL_FLAG(std::string, chat_template_file, "",
           "A Jinja chat template to render chats with, instead of the model directory's own "
           "(chat_template.jinja, tokenizer_config.json's chat_template, chat_template.json)");
 ABSL_FLAG(std::string, reasoning_format, "auto",
-          "How a chat answer's reasoning is told apart (reasoning_content): auto (qwen3 when the "
-          "model's Jinja chat template writes </think>, else none), none, qwen3 (<think>...</think>) "
-          "or rwkv_g1 (RWKV-7 G1's <think ... </think>)");
+          "How an answer's reasoning is told apart (HTTP's reasoning_content, gRPC's "
+          "GenerateResponse.reasoning): auto (qwen3 when the model's Jinja chat template writes "
+          "</think>, rwkv_g1 when its template has a thinking switch as RWKV-7's built-in one does, "
+          "else none), none, qwen3 (<think>...</think>) or rwkv_g1 (RWKV-7 G1's <think ... </think>)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
           "Weights and matrix products. linserve's transformer (the default model): float32, "
@@ -677,15 +678,16 @@ int Serve() {
       Scheduler::Start(*std::move(model), store->get(), &metrics, options->scheduler);
   if (!scheduler.ok()) return Fail("scheduler_start_failed", scheduler.status());
   const ModelFacts& facts = (*scheduler)->model_facts();
-  if (http != nullptr) {
-    absl::StatusOr<ChatTemplate> chat_template =
-        ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture,
-                               absl::GetFlag(FLAGS_chat_template_file));
-    if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
-    LogInfo("chat_template", {{"source", chat_template->source()}});
-    http->SetServing(*std::move(chat_template));
-  }
-  service.SetScheduler(scheduler->get());
+  // The chat template also decides how gRPC marks reasoning.
+  absl::StatusOr<ChatTemplate> chat_template =
+      ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture,
+                             absl::GetFlag(FLAGS_chat_template_file));
+  if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
+  LogInfo("chat_template", {{"source", chat_template->source()}});
+  const ReasoningFormat reasoning_format =
+      ResolveReasoningFormat(absl::GetFlag(FLAGS_reasoning_format), &*chat_template);
+  if (http != nullptr) http->SetServing(*std::move(chat_template));
+  service.SetScheduler(scheduler->get(), reasoning_format);
   health->SetServingStatus(true);
   // Beyond loopback without tokens, anyone who reaches the machine may use
   // the server: said once, as it starts serving.

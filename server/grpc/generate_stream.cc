@@ -64,6 +64,11 @@ v1::Finished ToProto(const TurnSummary& summary) {
 StreamSink::StreamSink(GenerateStream* reactor, OnFinish on_finish)
     : reactor_(reactor), on_finish_(std::move(on_finish)) {}
 
+void StreamSink::SplitReasoning(ReasoningFormat format, bool starts_inside) {
+  absl::MutexLock lock(&mu_);
+  if (format != ReasoningFormat::kNone) reasoning_.emplace(format, starts_inside);
+}
+
 int StreamSink::Buffered() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(pending_.size()) + (writing_ ? 1 : 0);
@@ -75,7 +80,13 @@ void StreamSink::Send(TurnPiece piece) {
     mu_.Unlock();
     return;
   }
-  pending_.push_back(ToProto(piece));
+  v1::GenerateResponse response = ToProto(piece);
+  if (reasoning_) {
+    ReasoningSplitter::Split split = reasoning_->Push(piece.text);
+    response.set_reasoning(std::move(split.reasoning));
+    response.set_answer(std::move(split.content));
+  }
+  pending_.push_back(std::move(response));
   Pump();
 }
 
@@ -89,6 +100,11 @@ void StreamSink::Finish(absl::StatusOr<TurnSummary> result) {
   if (result.ok()) {
     v1::GenerateResponse last;
     *last.mutable_finished() = ToProto(*result);
+    if (reasoning_) {
+      ReasoningSplitter::Split split = reasoning_->Flush();
+      last.set_reasoning(std::move(split.reasoning));
+      last.set_answer(std::move(split.content));
+    }
     pending_.push_back(std::move(last));
     final_status_ = grpc::Status::OK;
     summary_ = *result;

@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "linserve/v1/linserve.grpc.pb.h"
+#include "server/common/reasoning_split.h"
 #include "server/grpc/stream_limit.h"
 #include "server/scheduling/turn_sink.h"
 
@@ -29,6 +30,11 @@ class StreamSink : public TurnSink {
   using OnFinish = std::function<void(const grpc::Status&, const TurnSummary*)>;
 
   StreamSink(GenerateStream* reactor, OnFinish on_finish);
+
+  // Marks each message's reasoning and answer (GenerateResponse.reasoning,
+  // .answer) in `format`; `starts_inside`: the prompt opened the reasoning.
+  // Call before the turn is submitted.
+  void SplitReasoning(ReasoningFormat format, bool starts_inside);
 
   void Send(TurnPiece piece) override;
   void Finish(absl::StatusOr<TurnSummary> result) override;
@@ -55,6 +61,7 @@ class StreamSink : public TurnSink {
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   std::optional<TurnSummary> summary_ ABSL_GUARDED_BY(mu_);
+  std::optional<ReasoningSplitter> reasoning_ ABSL_GUARDED_BY(mu_);
 };
 
 // The gRPC reactor of one Generate call; deletes itself in OnDone.

@@ -2,13 +2,13 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/status/status.h"
 #include "server/common/auth.h"
+#include "server/common/log.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/unary_answer.h"
-#include "server/common/log.h"
 
 namespace linserve {
 namespace {
@@ -31,8 +31,8 @@ std::string CodeName(const grpc::Status& status) {
 
 }  // namespace
 
-void LogGenerate(const std::string& protocol, const std::string& code,
-                 const std::string& error, const TurnSummary* summary) {
+void LogGenerate(const std::string& protocol, const std::string& code, const std::string& error,
+                 const TurnSummary* summary) {
   nlohmann::json fields = {{"protocol", protocol}, {"code", code}};
   if (!error.empty()) fields["error"] = error;
   if (summary != nullptr) {
@@ -69,8 +69,9 @@ absl::StatusOr<StreamLimit::Ticket> LinserveService::OpenStream(const std::strin
   return ticket;
 }
 
-void LinserveService::SetScheduler(Scheduler* scheduler) {
+void LinserveService::SetScheduler(Scheduler* scheduler, ReasoningFormat reasoning_format) {
   options_.limits.sampling.vocab_size = static_cast<int32_t>(scheduler->model_facts().vocab_size);
+  reasoning_format_ = reasoning_format;
   scheduler_.store(scheduler);  // publishes the limits with it
 }
 
@@ -89,8 +90,7 @@ grpc::ServerUnaryReactor* LinserveService::Reply(grpc::CallbackServerContext* co
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  auto* stream = new GenerateStream([this](const grpc::Status& status,
-                                           const TurnSummary* summary) {
+  auto* stream = new GenerateStream([this](const grpc::Status& status, const TurnSummary* summary) {
     Count("Generate", status);
     LogGenerate("grpc", CodeName(status), status.error_message(), summary);
   });
@@ -110,6 +110,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* LinserveService::Generate(
     stream->sink()->Finish(call.status());
     return stream;
   }
+  stream->sink()->SplitReasoning(reasoning_format_,
+                                 PromptOpensReasoning(reasoning_format_, request->prompt()));
   absl::Status queued =
       scheduler->SubmitGenerate(TenantOf(*context), *std::move(call), stream->sink());
   if (!queued.ok()) stream->sink()->Finish(queued);
@@ -204,6 +206,7 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   response->set_attention_kind(facts.attention_kind);
   response->set_state_bytes_per_session(facts.state_bytes_per_session);
   response->set_state_bytes_per_token(facts.state_bytes_per_token);
+  response->set_reasoning_format(ReasoningFormatName(reasoning_format_));
   response->set_vocab_size(static_cast<int32_t>(facts.vocab_size));
   response->set_device(facts.device);
   response->set_architecture(facts.architecture);
@@ -243,8 +246,7 @@ grpc::ServerUnaryReactor* LinserveService::GetModelInfo(grpc::CallbackServerCont
   limits->set_grammar_max_parses(options_.scheduler.grammar_masks.max_parses);
   limits->set_max_state_upload_bytes(options_.scheduler.max_state_upload_bytes);
   limits->set_max_named_states_per_tenant(options_.scheduler.max_named_states_per_tenant);
-  limits->set_max_named_state_bytes_per_tenant(
-      options_.scheduler.max_named_state_bytes_per_tenant);
+  limits->set_max_named_state_bytes_per_tenant(options_.scheduler.max_named_state_bytes_per_tenant);
   for (const NamedStateInfo& state : facts.global_named_states) {
     FillNamedState(state, response->add_named_states());
   }

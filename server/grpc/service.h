@@ -8,6 +8,7 @@
 
 #include "linserve/v1/linserve.grpc.pb.h"
 #include "server/common/metrics.h"
+#include "server/common/reasoning_split.h"
 #include "server/requests/request_validation.h"
 #include "server/scheduling/scheduler.h"
 #include "server/grpc/stream_limit.h"
@@ -32,8 +33,10 @@ class LinserveService final : public v1::Linserve::CallbackService {
 
   // Until the scheduler is set every RPC is UNAVAILABLE (the model is still
   // loading). The scheduler must outlive the server's RPCs.
-  // Requests are then checked against the served model's vocabulary.
-  void SetScheduler(Scheduler* scheduler);
+  // Requests are then checked against the served model's vocabulary, and
+  // Generate's messages mark reasoning in `reasoning_format`.
+  void SetScheduler(Scheduler* scheduler,
+                    ReasoningFormat reasoning_format = ReasoningFormat::kNone);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -92,6 +95,7 @@ class LinserveService final : public v1::Linserve::CallbackService {
   ServiceOptions options_;  // fixed once the scheduler is set
   StreamLimit streams_;
   std::atomic<Scheduler*> scheduler_{nullptr};
+  ReasoningFormat reasoning_format_ = ReasoningFormat::kNone;  // published with scheduler_
 };
 
 // The access-log line of one Generate (gRPC) or completion (HTTP): the

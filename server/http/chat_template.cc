@@ -51,6 +51,8 @@ ChatTemplate ChatTemplate::RwkvWorld() {
       "To call one, answer with <tool_call>{\"name\": the function's name, \"arguments\": "
       "its arguments}</tool_call> and nothing else.",
       "<tool_call>", "</tool_call>", Role{"Tool: ", "\n\n"}};
+  // G1's think mode: "User: … think\n\nAssistant: <think".
+  t.thinking_ = Thinking{" think", " <think"};
   t.source_ = "rwkv_world";
   return t;
 }
@@ -127,6 +129,21 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view json, absl::s
       *out = value->get<std::string>();
     }
     t.tools_ = std::move(parsed);
+  }
+  if (const auto thinking = doc.find("thinking"); thinking != doc.end()) {
+    if (!thinking->is_object()) return Bad(source, "thinking must be an object");
+    Thinking parsed;
+    for (auto [field, out] :
+         {std::pair<const char*, std::string*>{"user_suffix", &parsed.user_suffix},
+          {"open", &parsed.open}}) {
+      const auto value = thinking->find(field);
+      if (value == thinking->end()) continue;  // empty
+      if (!value->is_string()) {
+        return Bad(source, absl::StrCat("thinking.", field, " must be a string"));
+      }
+      *out = value->get<std::string>();
+    }
+    t.thinking_ = std::move(parsed);
   }
   const auto stop = doc.find("stop");
   if (stop != doc.end()) {
@@ -226,15 +243,17 @@ absl::StatusOr<std::string> ChatTemplate::RenderJinja(const RequestJson& message
   context["eos_token"] = eos_token_;
   absl::StatusOr<std::string> text = jinja_->Render(context);
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("the chat template (", source_, "): ", text.status().message()));
+    return absl::Status(text.status().code(), absl::StrCat("the chat template (", source_,
+                                                           "): ", text.status().message()));
   }
   return text;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
                                                  const std::string& tool_list,
-                                                 bool add_generation_prompt) const {
+                                                 bool add_generation_prompt,
+                                                 bool enable_thinking) const {
+  const Thinking* thinking = enable_thinking && thinking_ ? &*thinking_ : nullptr;
   std::string text;
   if (tools_ && !tool_list.empty()) {
     std::string list = tools_->list;
@@ -243,22 +262,36 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    const Role* role = m.role == "system"      ? &system_
-                       : m.role == "user"      ? &user_
-                       : m.role == "assistant" ? &assistant_
+    const Role* role = m.role == "system"           ? &system_
+                       : m.role == "user"           ? &user_
+                       : m.role == "assistant"      ? &assistant_
                        : m.role == "tool" && tools_ ? &tools_->result
-                                               : nullptr;
+                                                    : nullptr;
     if (role == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "messages[", i, "].role = \"", m.role, "\" is not one of system, user, assistant",
           tools_ ? ", tool" : " (this model's chat template declares no tools)"));
     }
     absl::StrAppend(&text, role->prefix, m.content);
+    if (thinking != nullptr && role == &user_) text += thinking->user_suffix;
     for (const std::string& call : m.tool_calls) text += call;
     text += role->suffix;
   }
-  if (add_generation_prompt) absl::StrAppend(&text, assistant_.prefix);
+  if (add_generation_prompt) {
+    absl::StrAppend(&text, assistant_.prefix, thinking != nullptr ? thinking->open : "");
+  }
   return text;
+}
+
+ReasoningFormat ResolveReasoningFormat(absl::string_view flag, const ChatTemplate* chat) {
+  if (flag == "auto") {
+    if (chat != nullptr && chat->writes_think_tags()) return ReasoningFormat::kQwen3;
+    if (chat != nullptr && chat->thinking() != nullptr) return ReasoningFormat::kRwkvG1;
+    return ReasoningFormat::kNone;
+  }
+  absl::StatusOr<ReasoningFormat> named =
+      ParseReasoningFormat(std::string_view(flag.data(), flag.size()));
+  return named.ok() ? *named : ReasoningFormat::kNone;
 }
 
 }  // namespace linserve

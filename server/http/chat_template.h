@@ -19,6 +19,13 @@
 // above) and any other model the plain one (no prefixes; every message ends
 // with a blank line).
 //
+// A thinking model's switch (chat_template_kwargs.enable_thinking, as Jinja
+// templates take it) is the file's optional "thinking":
+//   "thinking": {"user_suffix": " think", "open": " <think"}
+// With enable_thinking true every user message ends in user_suffix and the
+// generation prompt in `open`, which opens the reasoning (RWKV-7 G1's think
+// mode, the built-in RWKV format's); false or absent, neither.
+//
 // A model published with its own Jinja template renders through it instead
 // (engine/jinja/), as Hugging Face's apply_chat_template does. The first of
 // these is the model's template: --chat_template_file, the model directory's
@@ -33,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/jinja/jinja_template.h"
+#include "server/common/reasoning_split.h"
 #include "server/http/openai_request_json.h"
 
 namespace linserve {
@@ -64,6 +72,11 @@ class ChatTemplate {
     std::string call_end;
     Role result;
   };
+  // How thinking is switched on (chat_template.json's optional "thinking").
+  struct Thinking {
+    std::string user_suffix;
+    std::string open;
+  };
 
   // RWKV World/G1: "User: …\n\nAssistant: …\n\n".
   static ChatTemplate RwkvWorld();
@@ -91,9 +104,11 @@ class ChatTemplate {
   // messages[i].role, and so is a "tool" message where the template shows
   // no tools.
   // Without `add_generation_prompt` the text ends after the last message.
+  // `enable_thinking` (where the template has `thinking`): as above.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      const std::string& tool_list = "",
-                                     bool add_generation_prompt = true) const;
+                                     bool add_generation_prompt = true,
+                                     bool enable_thinking = false) const;
 
   // A Jinja template's rendering: `messages` as the request sent them (each
   // call's arguments as an object), `tools` (null: none), the generation
@@ -109,6 +124,9 @@ class ChatTemplate {
   // (--reasoning_format auto).
   bool writes_think_tags() const { return writes_think_tags_; }
 
+  // Null where the template has no thinking switch.
+  const Thinking* thinking() const { return thinking_ ? &*thinking_ : nullptr; }
+
   // Null where the template declares no tools.
   const Tools* tools() const { return tools_ ? &*tools_ : nullptr; }
 
@@ -122,12 +140,19 @@ class ChatTemplate {
  private:
   Role system_, user_, assistant_;
   std::optional<Tools> tools_;
+  std::optional<Thinking> thinking_;
   std::vector<std::string> stop_;
   std::string source_;
   std::shared_ptr<const jinja::Template> jinja_;
   std::string bos_token_, eos_token_;  // a Jinja template's special tokens
   bool writes_think_tags_ = false;
 };
+
+// --reasoning_format `flag` resolved: a format's name as given (checked by
+// the flag's parser; an unknown name is none), or "auto": qwen3 for a Jinja
+// template that writes </think>, rwkv_g1 for a template with a thinking
+// switch (RWKV-7 G1's), none otherwise or without a template.
+ReasoningFormat ResolveReasoningFormat(absl::string_view flag, const ChatTemplate* chat);
 
 }  // namespace linserve
 

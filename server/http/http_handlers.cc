@@ -220,12 +220,8 @@ nlohmann::json SpecialTokenRanges(const ModelFacts& facts) {
 }  // namespace
 
 ReasoningFormat HttpHandlers::reasoning_format() const {
-  if (options_.reasoning_format == "auto") {
-    const std::optional<ChatTemplate> chat = chat_template();
-    return chat && chat->writes_think_tags() ? ReasoningFormat::kQwen3 : ReasoningFormat::kNone;
-  }
-  absl::StatusOr<ReasoningFormat> named = ParseReasoningFormat(options_.reasoning_format);
-  return named.ok() ? *named : ReasoningFormat::kNone;
+  const std::optional<ChatTemplate> chat = chat_template();
+  return ResolveReasoningFormat(options_.reasoning_format, chat ? &*chat : nullptr);
 }
 
 HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::string> id) {

@@ -17,7 +17,7 @@
 #include "server/common/metrics.h"
 #include "server/grpc/service.h"
 #include "server/http/chat_template.h"
-#include "server/http/reasoning_split.h"
+#include "server/common/reasoning_split.h"
 #include "server/http/chat_turn_ends.h"
 #include "server/http/http_errors.h"
 #include "server/http/http_origins.h"

@@ -415,9 +415,15 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
     }
     parsed.push_back({role, std::move(content), std::move(calls)});
   }
+  // A prefix/suffix template's one switch, as Jinja templates read it.
+  bool enable_thinking = false;
+  if (const auto thinking = kwargs.find("enable_thinking"); thinking != kwargs.end()) {
+    if (!thinking->is_boolean()) return Invalid("chat_template_kwargs.enable_thinking must be a boolean");
+    enable_thinking = thinking->get<bool>();
+  }
   LINSERVE_ASSIGN_OR_RETURN(std::string text,
                             chat_template.Render(parsed, tools.active() ? ToolListText(tools) : "",
-                                                 add_generation_prompt));
+                                                 add_generation_prompt, enable_thinking));
   out.set_prompt(std::move(text));
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@
 
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
-#include "server/http/reasoning_split.h"
+#include "server/common/reasoning_split.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {

@@ -86,8 +86,8 @@ TEST_F(HttpJinjaTest, ReasoningWholeAndStreamedAgreeAndAreCounted) {
 // counts both choices' reasoning tokens.
 TEST_F(HttpJinjaTest, EachOfNChoicesSplitsItsOwnReasoning) {
   HttpTestClient http = Client();
-  Json request = {{"messages", kMessages}, {"max_tokens", 7}, {"seed", 4},
-                  {"temperature", 0.8},    {"n", 2}};
+  Json request = {
+      {"messages", kMessages}, {"max_tokens", 7}, {"seed", 4}, {"temperature", 0.8}, {"n", 2}};
   HttpReply whole = http.Post("/v1/chat/completions", request);
   ASSERT_EQ(whole.status, 200) << whole.body;
   ASSERT_EQ(whole.json["choices"].size(), 2u);
@@ -116,6 +116,47 @@ TEST_F(HttpJinjaTest, EachOfNChoicesSplitsItsOwnReasoning) {
     EXPECT_EQ(reasoning[i], whole.json["choices"][i]["message"]["reasoning_content"]) << i;
   }
   EXPECT_EQ(streamed.events.back()["usage"]["completion_tokens_details"]["reasoning_tokens"], 14);
+}
+
+// gRPC marks the same split: a prompt ending in the opening tag starts
+// inside the reasoning, each message's reasoning and answer are what the
+// HTTP answer's reasoning_content and content hold, and ModelInfo names the
+// format. The whole text still streams in `text`.
+TEST_F(HttpJinjaTest, GrpcMarksReasoningAndAnswer) {
+  auto stub = v1::Linserve::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.reasoning_format(), "qwen3");
+
+  HttpReply rendered = Client().Post("/tokenize", Json{{"messages", kMessages}});
+  ASSERT_EQ(rendered.status, 200) << rendered.body;
+  const std::string prompt = rendered.json["prompt"];
+  ASSERT_EQ(prompt.substr(prompt.size() - 8), "<think>\n");
+  HttpReply http = Client().Post(
+      "/v1/chat/completions",
+      Json{{"messages", kMessages}, {"max_tokens", 12}, {"seed", 3}, {"temperature", 0.8}});
+  ASSERT_EQ(http.status, 200) << http.body;
+
+  GenerateOutcome grpc_turn = RunGenerate(*stub, MakeRequest(prompt, "", 12, 3));
+  ASSERT_TRUE(grpc_turn.status.ok()) << grpc_turn.status.error_message();
+  std::string reasoning, answer;
+  for (const v1::GenerateResponse& message : grpc_turn.messages) {
+    reasoning += message.reasoning();
+    answer += message.answer();
+  }
+  EXPECT_FALSE(grpc_turn.text.empty());
+  EXPECT_EQ(reasoning, http.json["choices"][0]["message"]["reasoning_content"]);
+  EXPECT_EQ(answer, http.json["choices"][0]["message"]["content"]);
+
+  // A prompt that does not open the reasoning: text that never opens it is
+  // all answer.
+  GenerateOutcome plain = RunGenerate(*stub, MakeRequest("Hello", "", 8, 3));
+  ASSERT_TRUE(plain.status.ok());
+  std::string plain_answer;
+  for (const v1::GenerateResponse& message : plain.messages) plain_answer += message.answer();
+  if (plain.text.find("<think>") == std::string::npos) EXPECT_EQ(plain_answer, plain.text);
 }
 
 TEST_F(HttpJinjaTest, ModelsNameTheTemplateAndTheReasoningFormat) {

@@ -203,5 +203,47 @@ TEST(BuiltInChatTemplateTest, AddGenerationPromptFalseEndsAfterTheLastMessage) {
   EXPECT_EQ(r->generate.prompt(), "User: Hi\n\n");
 }
 
+// RWKV-7 G1's think mode: " think" after every user message and the
+// generation prompt opening the reasoning; false or absent, neither.
+TEST(BuiltInChatTemplateTest, EnableThinkingSwitchesRwkvG1sThinkMode) {
+  const Json messages = {{{"role", "user"}, {"content", "Hi"}},
+                         {{"role", "assistant"}, {"content", "Hello."}},
+                         {{"role", "user"}, {"content", "2+2?"}}};
+  auto on = Chat(ChatTemplate::RwkvWorld(),
+                 {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->generate.prompt(),
+            "User: Hi think\n\nAssistant:Hello.\n\nUser: 2+2? think\n\nAssistant: <think");
+  auto off = Chat(ChatTemplate::RwkvWorld(),
+                  {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->generate.prompt(), "User: Hi\n\nAssistant:Hello.\n\nUser: 2+2?\n\nAssistant:");
+  auto absent = Chat(ChatTemplate::RwkvWorld(), {{"messages", messages}});
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(absent->generate.prompt(), off->generate.prompt());
+  auto bad = Chat(ChatTemplate::RwkvWorld(),
+                  {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", "yes"}}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("chat_template_kwargs.enable_thinking"), std::string::npos);
+  // A chat_template.json declares its own switch; without one the kwarg does nothing.
+  auto custom = ChatTemplate::Parse(
+      R"({"roles": {"system": {}, "user": {"prefix": "U:"}, "assistant": {"prefix": "A:"}},
+          "thinking": {"user_suffix": "/think", "open": "<think>\n"}})",
+      "chat_template.json");
+  ASSERT_TRUE(custom.ok()) << custom.status();
+  auto rendered = Chat(*custom, {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                 {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(rendered->generate.prompt(), "U:x/thinkA:<think>\n");
+  auto plain = Chat(ChatTemplate::Plain(), {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                            {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->generate.prompt().find("think"), std::string::npos);
+  EXPECT_FALSE(ChatTemplate::Parse(R"({"roles": {"system": {}, "user": {}, "assistant": {}},
+                                       "thinking": {"open": 3}})",
+                                   "t.json")
+                   .ok());
+}
+
 }  // namespace
 }  // namespace linserve

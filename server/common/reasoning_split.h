@@ -28,7 +28,8 @@ const char* ReasoningFormatName(ReasoningFormat format);
 // newlines next to them; the answer is what follows the closing tag, without
 // its leading newlines. A turn that does not open with the tag (after
 // whitespace) is all answer, unless the generation prompt already opened it
-// (`starts_inside`: a prompt ending in "<think>\n"). A turn cut inside its
+// (`starts_inside`: a prompt ending in "<think>\n", or for G1 in "<think",
+// when a first '>' from the model is the tag's). A turn cut inside its
 // reasoning keeps what it has as reasoning. Not thread-safe.
 class ReasoningSplitter {
  public:
@@ -55,6 +56,8 @@ class ReasoningSplitter {
   Phase phase_;
   std::string held_;        // bytes not yet given a side
   bool line_start_ = true;  // newlines here are dropped (the start of a side)
+  // The prompt opened G1's reasoning with "<think": a first '>' is the tag's.
+  bool open_tag_unclosed_ = false;
 };
 
 // Whether a rendered generation prompt leaves the reasoning open (it ends in

@@ -1,4 +1,4 @@
-#include "server/http/reasoning_split.h"
+#include "server/common/reasoning_split.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -57,7 +57,8 @@ ReasoningSplitter::ReasoningSplitter(ReasoningFormat format, bool starts_inside)
       phase_(format == ReasoningFormat::kNone ? Phase::kContent
              : starts_inside                  ? Phase::kReasoning
                                               : Phase::kStart),
-      line_start_(format != ReasoningFormat::kNone) {}
+      line_start_(format != ReasoningFormat::kNone),
+      open_tag_unclosed_(format == ReasoningFormat::kRwkvG1 && starts_inside) {}
 
 ReasoningSplitter::Split ReasoningSplitter::Push(std::string_view text) {
   held_.append(text.data(), text.size());
@@ -100,6 +101,13 @@ void ReasoningSplitter::Run(Split& out, bool at_end) {
       continue;
     }
     if (phase_ == Phase::kReasoning) {
+      if (open_tag_unclosed_) {
+        // A G1 prompt ends in "<think": the model may close the tag itself.
+        if (held_.empty()) return;
+        if (held_[0] == '>') held_.erase(0, 1);
+        open_tag_unclosed_ = false;
+        continue;
+      }
       if (line_start_) {
         size_t drop = 0;
         while (drop < held_.size() && held_[drop] == '\n') ++drop;

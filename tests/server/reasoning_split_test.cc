@@ -1,7 +1,7 @@
 // The reasoning split: each format's whole texts, then every way of cutting
 // each text into pieces gives the same split.
 
-#include "server/http/reasoning_split.h"
+#include "server/common/reasoning_split.h"
 
 #include <gtest/gtest.h>
 
@@ -47,6 +47,9 @@ const std::vector<Case>& Cases() {
       {F::kRwkvG1, false, " <thinking>", "ing>", ""},
       {F::kRwkvG1, false, " Four.", "", " Four."},
       {F::kRwkvG1, true, " x</think>y", " x", "y"},
+      // A G1 prompt ending in "<think": the model's '>' closes the tag.
+      {F::kRwkvG1, true, ">\nx\n</think>\ny", "x", "y"},
+      {F::kRwkvG1, true, "> x</think>y", " x", "y"},
       {F::kNone, false, "<think>a</think>b", "", "<think>a</think>b"},
   };
   return cases;
