@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "server/http/reasoning_split.h"
 #include "server/http/tool_call_grammar.h"
 
 namespace linserve {
@@ -555,8 +556,13 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       // The model calls in its own format: "auto" reads what it writes;
       // otherwise generation is held to the format.
       if (out.tools.choice != OpenAiTools::Choice::kAuto) {
-        LINSERVE_ASSIGN_OR_RETURN(
-            std::string grammar, ModelToolGrammar(out.tools, out.tools.format, grammar_limits));
+        // A prompt that opened the reasoning (Qwen3.5 thinking): closed at
+        // once, so that the call is the answer.
+        const std::string lead =
+            PromptOpensReasoning(ReasoningFormat::kQwen3, out.generate.prompt()) ? "</think>\n\n"
+                                                                                : "";
+        LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
+                                  ModelToolGrammar(out.tools, out.tools.format, grammar_limits, lead));
         out.generate.set_grammar(std::move(grammar));
       }
     } else if (chat_template.jinja() == nullptr) {

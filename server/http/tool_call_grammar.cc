@@ -98,8 +98,9 @@ absl::StatusOr<std::string> XmlFunctionRules(const std::string& rule, const Requ
       const std::string value = absl::StrCat(rule, "-v", k++);
       absl::StatusOr<std::string> value_rules = ValueRules(value, schema, limits);
       if (!value_rules.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("tools: function \"", name, "\" parameter \"",
-                                                       key, "\": ", value_rules.status().message()));
+        return absl::InvalidArgumentError(absl::StrCat("tools: function \"", name,
+                                                       "\" parameter \"", key,
+                                                       "\": ", value_rules.status().message()));
       }
       absl::StrAppend(&rules, parameter, " ::= ", GbnfLiteral("<parameter=" + key + ">\n"), " ",
                       value, " ", GbnfLiteral("\n</parameter>\n"), "\n", *value_rules);
@@ -117,7 +118,7 @@ absl::StatusOr<std::string> XmlFunctionRules(const std::string& rule, const Requ
 }  // namespace
 
 absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallFormat format,
-                                             const GrammarLimits& limits) {
+                                             const GrammarLimits& limits, const std::string& lead) {
   std::string calls, rules;
   int index = 0;
   RequestJson json_calls = RequestJson::array();
@@ -130,11 +131,12 @@ absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallF
       absl::StrAppend(&calls, calls.empty() ? "" : " | ", rule);
       rules += *function_rules;
     } else {
-      json_calls.push_back({{"type", "object"},
-                            {"properties", {{"name", {{"const", function["name"]}}},
-                                            {"arguments", function["parameters"]}}},
-                            {"required", {"name", "arguments"}},
-                            {"additionalProperties", false}});
+      json_calls.push_back(
+          {{"type", "object"},
+           {"properties",
+            {{"name", {{"const", function["name"]}}}, {"arguments", function["parameters"]}}},
+           {"required", {"name", "arguments"}},
+           {"additionalProperties", false}});
     }
   }
   if (format == ToolCallFormat::kHermes) {
@@ -142,16 +144,17 @@ absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallF
     options.limits = limits;
     absl::StatusOr<std::string> call =
         JsonSchemaToGbnf(RequestJson{{"anyOf", json_calls}}, options);
-    if (!call.ok()) return absl::InvalidArgumentError(absl::StrCat("tools: ", call.status().message()));
+    if (!call.ok())
+      return absl::InvalidArgumentError(absl::StrCat("tools: ", call.status().message()));
     calls = "call-root";
     rules = PrefixRules(*call, "call-");
   }
-  std::string root = absl::StrCat("tool-call ::= ", GbnfLiteral("<tool_call>\n"), " (", calls, ") ",
-                                   GbnfLiteral(format == ToolCallFormat::kHermes ? "\n</tool_call>"
-                                                                                 : "</tool_call>"),
-                                   "\n");
+  std::string root = absl::StrCat(
+      "tool-call ::= ", GbnfLiteral("<tool_call>\n"), " (", calls, ") ",
+      GbnfLiteral(format == ToolCallFormat::kHermes ? "\n</tool_call>" : "</tool_call>"), "\n");
   const std::string first =
-      tools.max_calls > 1 ? "root ::= tool-call (\"\\n\" tool-call)*\n" : "root ::= tool-call\n";
+      absl::StrCat("root ::= ", lead.empty() ? "" : GbnfLiteral(lead) + " ",
+                   tools.max_calls > 1 ? "tool-call (\"\\n\" tool-call)*\n" : "tool-call\n");
   return first + root + rules;
 }
 

@@ -19,9 +19,11 @@ namespace linserve {
 // one another. An XML parameter of type string is its raw text (no '<'; at
 // most maxLength characters), an untyped one or a list of types with string
 // too; other types are written as JSON. A schema keyword the grammar cannot
-// honour is INVALID_ARGUMENT naming the tool.
+// honour is INVALID_ARGUMENT naming the tool. `lead`: text before the
+// first call (a prompt that opened the reasoning closes it at once).
 absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallFormat format,
-                                             const GrammarLimits& limits = {});
+                                             const GrammarLimits& limits = {},
+                                             const std::string& lead = "");
 
 }  // namespace linserve
 
