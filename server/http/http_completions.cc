@@ -359,8 +359,8 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
   // it is an answer, streamed from here on.
   const std::optional<ChatTemplate> chat = handlers_->chat_template();  // a copy: hold it
   if (chat->tools() == nullptr) {
-    // A Jinja template's model calls in its own format, which is not parsed
-    // while streaming yet: the turn streams as text.
+    // A Jinja template whose call format linserve does not read (the model
+    // formats go through the responder's parser): the turn streams as text.
     tool_turn_ = ToolTurn::kText;
     FlushHeld();
     return;

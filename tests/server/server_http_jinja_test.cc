@@ -298,6 +298,13 @@ TEST_F(HttpJinjaTest, ToolCallsAndResultsRenderThroughTheTemplate) {
   EXPECT_EQ(answer.json["choices"][0]["finish_reason"], "tool_calls") << answer.body;
 }
 
+TEST_F(HttpJinjaTest, ToolCallMetricsAreExposed) {
+  absl::StatusOr<std::string> metrics = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->find("linserve_tool_calls_malformed_total"), std::string::npos);
+  EXPECT_NE(metrics->find("linserve_tool_call_values_unconverted_total"), std::string::npos);
+}
+
 TEST_F(HttpJinjaTest, RequestTemplatesReservedKwargsAndSessionsAre400) {
   HttpTestClient http = Client();
   for (const Json& extra :

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
@@ -218,6 +220,22 @@ TEST(BuiltInChatTemplateTest, AddGenerationPromptFalseEndsAfterTheLastMessage) {
                                             {"add_generation_prompt", false}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generate.prompt(), "User: Hi\n\n");
+}
+
+// --tool_call_format auto: each real template's calls as it writes them.
+TEST(JinjaChatRequestTest, ToolCallFormatIsDetectedFromTheTemplate) {
+  const std::string dir = std::string(LINSERVE_SOURCE_DIR) + "/tests/engine/jinja/templates/";
+  for (const auto& [file, format] : std::vector<std::pair<std::string, ToolCallFormat>>{
+           {"Qwen3.5-4B.jinja", ToolCallFormat::kQwen3Coder},
+           {"Qwen3.5-0.8B.jinja", ToolCallFormat::kQwen3Coder},
+           {"Qwen-Qwen3-0.6B.jinja", ToolCallFormat::kHermes},
+           {"Qwen-QwQ-32B.jinja", ToolCallFormat::kHermes},
+           {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolCallFormat::kHermes},
+           {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::kLinserve}}) {
+    auto t = ChatTemplate::FromJinja(ReadFile(dir + file), file, "", "");
+    ASSERT_TRUE(t.ok()) << file << ": " << t.status();
+    EXPECT_EQ(t->tool_call_format(), format) << file;
+  }
 }
 
 }  // namespace
