@@ -2,7 +2,7 @@
 // random tiny Qwen3.5 model served with Qwen3.5's own template (its XML call
 // format) and the RWKV-7 fixture (linserve's call format), 200 seeds each at
 // temperature 1, in one server each, with several clients at once so that
-// the turns decode together.
+// the turns decode together; and in Hermes form (Qwen3's template).
 
 #include <gtest/gtest.h>
 
@@ -32,14 +32,14 @@ const Json kTool = Json::parse(R"({"type": "function", "function": {
 
 // Seeds 1..200 over eight clients; "" when every answer was one call that
 // fits the schema, else the first answer that was not.
-std::string RequiredOverSeeds(int port, int max_tokens) {
-  constexpr int kSeeds = 200, kClients = 8;
+std::string RequiredOverSeeds(int port, int max_tokens, int seeds = 200) {
+  constexpr int kClients = 8;
   std::vector<std::string> failures(kClients);
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
-    clients.emplace_back([c, port, max_tokens, &failures] {
+    clients.emplace_back([c, port, max_tokens, seeds, &failures] {
       HttpTestClient http(port);
-      for (int seed = 1 + c; seed <= kSeeds && failures[c].empty(); seed += kClients) {
+      for (int seed = 1 + c; seed <= seeds && failures[c].empty(); seed += kClients) {
         const Json request = {{"messages", {{{"role", "user"}, {"content", "Wake me at 7."}}}},
                               {"tools", {kTool}},
                               {"tool_choice", "required"},
@@ -106,6 +106,21 @@ TEST(ToolCallsTest, RequiredParsesOnTheRwkv7Fixture) {
   ASSERT_EQ(models.status, 200) << models.body;
   EXPECT_EQ(models.json["data"][0]["tool_call_format"], "linserve");
   EXPECT_EQ(RequiredOverSeeds((*server)->http_port(), 160), "");
+}
+
+// Qwen3's template writes its calls as Hermes JSON: the byte model held to
+// that form.
+TEST(ToolCallsTest, RequiredParsesInHermesFormWithQwen3sTemplate) {
+  auto server = ServerProcess::Start({"--model=" + DefaultModelDir(),
+                                      "--store_dir=" + FreshDir("tools-hermes"),
+                                      std::string("--chat_template_file=") + LINSERVE_SOURCE_DIR +
+                                          "/tests/engine/jinja/templates/Qwen-Qwen3-0.6B.jinja"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpTestClient http((*server)->http_port());
+  HttpReply models = http.Get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  EXPECT_EQ(models.json["data"][0]["tool_call_format"], "hermes");
+  EXPECT_EQ(RequiredOverSeeds((*server)->http_port(), 160, 40), "");
 }
 
 }  // namespace
