@@ -558,11 +558,10 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       if (out.tools.choice != OpenAiTools::Choice::kAuto) {
         // A prompt that opened the reasoning (Qwen3.5 thinking): closed at
         // once, so that the call is the answer.
-        const std::string lead =
-            PromptOpensReasoning(ReasoningFormat::kQwen3, out.generate.prompt()) ? "</think>\n\n"
-                                                                                : "";
+        const bool opened = PromptOpensReasoning(ReasoningFormat::kQwen3, out.generate.prompt());
         LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
-                                  ModelToolGrammar(out.tools, out.tools.format, grammar_limits, lead));
+                                  ModelToolGrammar(out.tools, out.tools.format, grammar_limits,
+                                                   opened ? "</think>\n\n" : ""));
         out.generate.set_grammar(std::move(grammar));
       }
     } else if (chat_template.jinja() == nullptr) {

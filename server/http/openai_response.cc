@@ -320,9 +320,9 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
     }
     if (tool_calls_ && i == 0 && choice.contains("message")) {
       Json& message = choice["message"];
-      ParsedToolCalls parsed = ParseToolCalls(tool_calls_->format, tool_calls_->functions,
-                                              message["content"].get<std::string>(),
-                                              tool_calls_->max_calls);
+      ParsedToolCalls parsed =
+          ParseToolCalls(tool_calls_->format, tool_calls_->functions,
+                         message["content"].get<std::string>(), tool_calls_->max_calls);
       malformed_tool_calls_ = parsed.malformed;
       unconverted_tool_values_ = parsed.unconverted;
       if (!parsed.calls.empty()) {
