@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "server/http/openai_response.h"
 
 namespace linserve {
 namespace {
@@ -213,6 +216,74 @@ TEST(ToolCallParserTest, FormatNamesAndDetection) {
   EXPECT_EQ(DetectToolCallFormat("<tool_call>\n<function=example>"), ToolCallFormat::kQwen3Coder);
   EXPECT_EQ(DetectToolCallFormat("<tool_call>\n{\"name\": "), ToolCallFormat::kHermes);
   EXPECT_EQ(DetectToolCallFormat("{{ messages }}"), ToolCallFormat::kLinserve);
+}
+
+// The HTTP answer: reasoning split first, then the answer read for calls;
+// streamed at every two-piece split, the chunks carry what the whole answer
+// does (the call's deltas add up to its arguments).
+TEST(ToolCallAnswerTest, StreamedEqualsWholeAfterTheReasoningAtEverySplit) {
+  const std::string text =
+      "<think>\nI should look.\n</think>\n\nChecking.\n\n<tool_call>\n<function=get_weather>\n"
+      "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+      "</tool_call>\n<tool_call>\n<function=noop>\n</function>\n</tool_call>";
+  TurnSummary summary;
+  summary.reason = FinishReason::kStop;
+  auto responder = [] {
+    auto r = std::make_unique<OpenAiResponder>(OpenAiEndpoint::kChatCompletions, "m", false, "");
+    r->SetReasoning(ReasoningFormat::kQwen3, false);
+    r->SetToolCalls(ToolCallFormat::kQwen3Coder, Functions(), 1 << 30);
+    return r;
+  };
+  const nlohmann::json whole = responder()->Whole({TurnPiece{text, {}}}, summary);
+  const nlohmann::json& choice = whole["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["reasoning_content"], "I should look.");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 2u) << whole.dump();
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"],
+            R"({"city":"Paris","days":3})");
+  EXPECT_EQ(choice["message"]["tool_calls"][1]["function"]["name"], "noop");
+  EXPECT_NE(choice["message"]["tool_calls"][0]["id"], choice["message"]["tool_calls"][1]["id"]);
+
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    auto streamed = responder();
+    std::string reasoning, content, finish;
+    std::vector<ParsedToolCalls::Call> calls;
+    std::vector<std::string> ids;
+    auto take = [&](const nlohmann::json& chunk) {
+      const nlohmann::json& c = chunk["choices"][0];
+      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+      const nlohmann::json& delta = c["delta"];
+      if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+      if (delta.contains("content")) content += delta["content"];
+      if (!delta.contains("tool_calls")) return;
+      for (const nlohmann::json& call : delta["tool_calls"]) {
+        const size_t index = call["index"];
+        if (call.contains("id")) {
+          ASSERT_EQ(index, calls.size());
+          calls.push_back({call["function"]["name"], ""});
+          ids.push_back(call["id"]);
+        } else {
+          ASSERT_LT(index, calls.size());
+          calls[index].arguments += call["function"]["arguments"].get<std::string>();
+        }
+      }
+    };
+    take(streamed->Chunk({text.substr(0, cut), {}}));
+    take(streamed->Chunk({text.substr(cut), {}}));
+    take(streamed->Closing(summary));
+    EXPECT_EQ(reasoning, "I should look.");
+    EXPECT_EQ(content, "Checking.");
+    EXPECT_EQ(finish, "tool_calls");
+    ASSERT_EQ(calls.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(calls[i].name, choice["message"]["tool_calls"][i]["function"]["name"]);
+      EXPECT_EQ(calls[i].arguments, choice["message"]["tool_calls"][i]["function"]["arguments"]);
+    }
+    EXPECT_NE(ids[0], ids[1]);
+    if (HasFailure()) break;
+  }
 }
 
 }  // namespace
