@@ -32,6 +32,7 @@
 #include "server/grpc/connection_options.h"
 #include "server/http/chat_template.h"
 #include "server/common/reasoning_split.h"
+#include "server/http/tool_call_parser.h"
 #include "server/store/disk_state_store.h"
 #include "server/http/http_server.h"
 #include "server/store/redis_state_store.h"
@@ -55,6 +56,11 @@ ABSL_FLAG(std::string, reasoning_format, "auto",
           "GenerateResponse.reasoning): auto (qwen3 when the model's Jinja chat template writes "
           "</think>, rwkv_g1 when its template has a thinking switch as RWKV-7's built-in one does, "
           "else none), none, qwen3 (<think>...</think>) or rwkv_g1 (RWKV-7 G1's <think ... </think>)");
+ABSL_FLAG(std::string, tool_call_format, "auto",
+          "How the model writes a tool call (vLLM's --tool-call-parser names): auto (from the chat "
+          "template: qwen3_coder where it writes <function=, hermes where it writes <tool_call> "
+          "with JSON, else linserve), linserve (chat_template.json's call_start + JSON + "
+          "call_end), hermes (Qwen3's <tool_call> JSON) or qwen3_coder (Qwen3.5's XML)");
 ABSL_FLAG(std::string, device, "cpu", "Engine device: cpu, cuda or cuda:N (when LibTorch has CUDA)");
 ABSL_FLAG(std::string, dtype, "",
           "Weights and matrix products. linserve's transformer (the default model): float32, "
@@ -517,6 +523,12 @@ absl::StatusOr<HttpOptions> HttpOptionsFromFlags(std::shared_ptr<prometheus::Reg
   if (h.reasoning_format != "auto") {
     if (absl::Status known = ParseReasoningFormat(h.reasoning_format).status(); !known.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--reasoning_format: ", known.message()));
+    }
+  }
+  h.tool_call_format = absl::GetFlag(FLAGS_tool_call_format);
+  if (h.tool_call_format != "auto") {
+    if (absl::Status known = ParseToolCallFormat(h.tool_call_format).status(); !known.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tool_call_format: ", known.message()));
     }
   }
   h.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);

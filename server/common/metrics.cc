@@ -146,6 +146,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "Prompt tokens not prefilled thanks to a cached prefix state");
   prefix_evictions_ = counter("linserve_prefix_cache_evictions_total",
                               "Prefix states dropped to stay within --prefix_cache_bytes");
+  tool_calls_malformed_ =
+      counter("linserve_tool_calls_malformed_total",
+              "Tool calls in a model's answer that did not parse, left as text");
+  tool_call_values_unconverted_ =
+      counter("linserve_tool_call_values_unconverted_total",
+              "Tool call parameters that did not convert to their schema's type, kept as strings");
   prefix_bytes_ = &BuildGauge()
                        .Name("linserve_prefix_cache_bytes")
                        .Help("Bytes of the prefix states the cache holds")

@@ -87,6 +87,12 @@ class Metrics {
   prometheus::Counter& prefix_cache_hit_tokens_total() { return *prefix_hit_tokens_; }
   prometheus::Counter& prefix_cache_evictions_total() { return *prefix_evictions_; }
   prometheus::Gauge& prefix_cache_bytes() { return *prefix_bytes_; }
+  // A model's tool calls (server/http/tool_call_parser.h): calls left as
+  // text, and parameters kept as strings against their schema's type.
+  prometheus::Counter& tool_calls_malformed_total() { return *tool_calls_malformed_; }
+  prometheus::Counter& tool_call_values_unconverted_total() {
+    return *tool_call_values_unconverted_;
+  }
   // Named states (server/scheduling/named_states.h): the server's own, and
   // the tenants' this server holds restored in memory.
   prometheus::Gauge& global_named_states() { return *named_global_; }
@@ -126,6 +132,8 @@ class Metrics {
   prometheus::Counter* prefix_hit_tokens_;
   prometheus::Counter* prefix_evictions_;
   prometheus::Gauge* prefix_bytes_;
+  prometheus::Counter* tool_calls_malformed_;
+  prometheus::Counter* tool_call_values_unconverted_;
   prometheus::Gauge* named_global_;
   prometheus::Gauge* named_tenant_;
   prometheus::Family<prometheus::Counter>* named_uses_;

@@ -167,6 +167,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(absl::string_view text,
   ChatTemplate t;
   t.jinja_ = std::make_shared<const jinja::Template>(*std::move(parsed));
   t.writes_think_tags_ = text.find("</think>") != absl::string_view::npos;
+  t.tool_call_format_ = DetectToolCallFormat(std::string_view(text.data(), text.size()));
   t.bos_token_ = std::move(bos_token);
   t.eos_token_ = std::move(eos_token);
   t.source_ = source;

@@ -42,6 +42,7 @@
 #include "engine/jinja/jinja_template.h"
 #include "server/common/reasoning_split.h"
 #include "server/http/openai_request_json.h"
+#include "server/http/tool_call_parser.h"
 
 namespace linserve {
 
@@ -123,6 +124,11 @@ class ChatTemplate {
   // A Jinja template that writes "</think>": its model reasons Qwen3's way
   // (--reasoning_format auto).
   bool writes_think_tags() const { return writes_think_tags_; }
+  // How the template writes a call (--tool_call_format auto): a Jinja
+  // template's own form, else linserve (chat_template.json's).
+  ToolCallFormat tool_call_format() const { return tool_call_format_; }
+  // --tool_call_format, when it names one.
+  void set_tool_call_format(ToolCallFormat format) { tool_call_format_ = format; }
 
   // Null where the template has no thinking switch.
   const Thinking* thinking() const { return thinking_ ? &*thinking_ : nullptr; }
@@ -146,6 +152,7 @@ class ChatTemplate {
   std::shared_ptr<const jinja::Template> jinja_;
   std::string bos_token_, eos_token_;  // a Jinja template's special tokens
   bool writes_think_tags_ = false;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kLinserve;
 };
 
 // --reasoning_format `flag` resolved: a format's name as given (checked by

@@ -85,6 +85,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   void DeliverWithTools(TurnPiece piece);
   // The held pieces as ordinary chunks.
   void FlushHeld();
+  // The answer's malformed calls and unconverted values, in /metrics.
+  void CountToolCalls();
 
   std::string held_text_;          // the text of a stream's held pieces
   ToolTurn tool_turn_ = ToolTurn::kUndecided;
@@ -326,7 +328,10 @@ void CompletionCall::Deliver(size_t index, HttpTurnSink::Event event) {
   // (a limit, an unknown session) is an HTTP status, not an error event.
   if (responder_ == nullptr) Begin();
   // Tools come with one choice only (ParseOpenAiRequest).
-  if (request_.stream && request_.tools.active()) return DeliverWithTools(*std::move(event.piece));
+  if (request_.stream && request_.tools.active() &&
+      request_.tools.format == ToolCallFormat::kLinserve) {
+    return DeliverWithTools(*std::move(event.piece));
+  }
   if (request_.stream) {
     return Write(DumpJson(responder_->Chunk(*event.piece, static_cast<int32_t>(index))));
   }
@@ -354,8 +359,8 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
   // it is an answer, streamed from here on.
   const std::optional<ChatTemplate> chat = handlers_->chat_template();  // a copy: hold it
   if (chat->tools() == nullptr) {
-    // A Jinja template's model calls in its own format, which is not parsed
-    // while streaming yet: the turn streams as text.
+    // A Jinja template whose call format linserve does not read (the model
+    // formats go through the responder's parser): the turn streams as text.
     tool_turn_ = ToolTurn::kText;
     FlushHeld();
     return;
@@ -367,6 +372,14 @@ void CompletionCall::DeliverWithTools(TurnPiece piece) {
     tool_turn_ = ToolTurn::kText;
     FlushHeld();
   }
+}
+
+void CompletionCall::CountToolCalls() {
+  if (handlers_->metrics_ == nullptr) return;
+  handlers_->metrics_->tool_calls_malformed_total().Increment(
+      static_cast<double>(responder_->malformed_tool_calls()));
+  handlers_->metrics_->tool_call_values_unconverted_total().Increment(
+      static_cast<double>(responder_->unconverted_tool_values()));
 }
 
 void CompletionCall::FlushHeld() {
@@ -383,6 +396,10 @@ void CompletionCall::Begin() {
     const std::string& prompt =
         rendered_prompt_.empty() ? request_.generate.prompt() : rendered_prompt_;
     responder_->SetReasoning(format, PromptOpensReasoning(format, prompt));
+    if (request_.tools.active()) {
+      responder_->SetToolCalls(request_.tools.format, request_.tools.functions,
+                               request_.tools.max_calls);
+    }
   }
   if (!request_.stream) return;
   HttpResponse head;
@@ -414,7 +431,8 @@ void CompletionCall::Done() {
   }
   if (responder_ == nullptr) Begin();  // a turn with no text
   std::optional<ParsedToolCall> call;
-  if (request_.tools.active() && result.ok()) {
+  if (request_.tools.active() && request_.tools.format == ToolCallFormat::kLinserve &&
+      result.ok()) {
     std::string text;
     for (const TurnPiece& piece : pieces) text += piece.text;
     call = ParseToolCall(*handlers_->chat_template(), text);
@@ -422,6 +440,7 @@ void CompletionCall::Done() {
   if (!request_.stream) {
     HttpResponse answer =
         handlers_->JsonAnswer(method_, responder_->Whole(pieces, *result, call));
+    CountToolCalls();
     answer.headers = Headers();
     exchange_->Reply(std::move(answer));
     return Log("OK", "", &*result);
@@ -434,6 +453,7 @@ void CompletionCall::Done() {
   }
   if (result.ok()) {
     Write(DumpJson(responder_->Closing(*result, call.has_value())));
+    CountToolCalls();
     if (request_.include_usage) Write(DumpJson(responder_->UsageChunk(*result)));
     Log("OK", "", &*result);
   } else {

@@ -25,6 +25,10 @@ HttpHandlers::HttpHandlers(HttpOptions options, LinserveService* service, Metric
                      !options_.tls_cert_file.empty()} {}
 
 void HttpHandlers::SetServing(ChatTemplate chat_template) {
+  if (absl::StatusOr<ToolCallFormat> named = ParseToolCallFormat(options_.tool_call_format);
+      named.ok()) {
+    chat_template.set_tool_call_format(*named);
+  }
   absl::MutexLock lock(&mu_);
   chat_template_ = std::move(chat_template);
 }
@@ -224,6 +228,12 @@ ReasoningFormat HttpHandlers::reasoning_format() const {
   return ResolveReasoningFormat(options_.reasoning_format, chat ? &*chat : nullptr);
 }
 
+ToolCallFormat HttpHandlers::tool_call_format() const {
+  // SetServing applied the flag to the template.
+  const std::optional<ChatTemplate> chat = chat_template();
+  return chat ? chat->tool_call_format() : ToolCallFormat::kLinserve;
+}
+
 HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::string> id) {
   constexpr char kMethod[] = "Models";
   absl::StatusOr<Scheduler*> scheduler = Admit(req, nullptr);
@@ -248,7 +258,8 @@ HttpResponse HttpHandlers::Models(const HttpRequest& req, std::optional<std::str
                           {"state_bytes_per_token", facts.state_bytes_per_token},
                           {"vocab_size", facts.vocab_size},
                           {"special_token_ranges", SpecialTokenRanges(facts)},
-                          {"reasoning_format", ReasoningFormatName(reasoning_format())}};
+                          {"reasoning_format", ReasoningFormatName(reasoning_format())},
+                          {"tool_call_format", ToolCallFormatName(tool_call_format())}};
   if (const std::optional<ChatTemplate> chat = chat_template(); chat) {
     model["chat_template"] = chat->source();
   }

@@ -103,6 +103,8 @@ class HttpHandlers : public HttpService {
   std::optional<ChatTemplate> chat_template() const;
   // --reasoning_format, "auto" resolved against the chat template served.
   ReasoningFormat reasoning_format() const;
+  // --tool_call_format, "auto" resolved against the chat template served.
+  ToolCallFormat tool_call_format() const;
 
   HttpResponse ErrorAnswer(const char* method, const HttpError& error);
   HttpResponse JsonAnswer(const char* method, const nlohmann::json& body);

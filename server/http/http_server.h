@@ -42,6 +42,9 @@ struct HttpOptions {
   // --reasoning_format: "auto" (qwen3 for a Jinja template that writes
   // </think>, else none), or a format ParseReasoningFormat names.
   std::string reasoning_format = "auto";
+  // --tool_call_format: "auto" (the chat template's, ChatTemplate::
+  // tool_call_format), or a format ParseToolCallFormat names.
+  std::string tool_call_format = "auto";
   // TLS as on the gRPC port (auth.h); tokens as there: empty is no auth.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::vector<TokenEntry> tokens;

@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "server/common/reasoning_split.h"
+#include "server/http/tool_call_grammar.h"
 
 namespace linserve {
 namespace {
@@ -536,7 +538,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   LINSERVE_RETURN_IF_ERROR(RefuseUnsupported(f));
   LINSERVE_RETURN_IF_ERROR(ReadChoices(endpoint, f, out));
   LINSERVE_ASSIGN_OR_RETURN(
-      out.tools, ReadTools(f.Get("tools"), f.Get("tool_choice"), f.Get("parallel_tool_calls")));
+      out.tools, ReadTools(f.Get("tools"), f.Get("tool_choice"), f.Get("parallel_tool_calls"),
+                           chat_template.tool_call_format()));
   if (out.n > 1 && out.tools.active()) {
     return Invalid(absl::StrCat("n = ", out.n, " with tools is not supported; send n = 1"));
   }
@@ -555,7 +558,19 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       return Invalid("tools and a response_format or structured_outputs constraint are both set; "
                      "send one");
     }
-    if (chat_template.jinja() == nullptr) {
+    if (out.tools.format != ToolCallFormat::kLinserve) {
+      // The model calls in its own format: "auto" reads what it writes;
+      // otherwise generation is held to the format.
+      if (out.tools.choice != OpenAiTools::Choice::kAuto) {
+        // A prompt that opened the reasoning (Qwen3.5 thinking): closed at
+        // once, so that the call is the answer.
+        const bool opened = PromptOpensReasoning(ReasoningFormat::kQwen3, out.generate.prompt());
+        LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
+                                  ModelToolGrammar(out.tools, out.tools.format, grammar_limits,
+                                                   opened ? "</think>\n\n" : ""));
+        out.generate.set_grammar(std::move(grammar));
+      }
+    } else if (chat_template.jinja() == nullptr) {
       LINSERVE_ASSIGN_OR_RETURN(std::string grammar,
                                 ToolGrammar(out.tools, chat_template, grammar_limits));
       out.generate.set_grammar(std::move(grammar));

@@ -130,6 +130,59 @@ void OpenAiResponder::SetReasoning(ReasoningFormat format, bool starts_inside) {
   reasoning_starts_inside_ = starts_inside;
 }
 
+void OpenAiResponder::SetToolCalls(ToolCallFormat format, std::vector<RequestJson> functions,
+                                   int32_t max_calls) {
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions || format == ToolCallFormat::kLinserve) return;
+  tool_calls_ = ToolCalls{format, std::move(functions), max_calls};
+}
+
+Json OpenAiResponder::ToolCallDeltas(const std::vector<ToolCallDelta>& deltas) const {
+  Json out = Json::array();
+  for (const ToolCallDelta& delta : deltas) {
+    if (!delta.name.empty()) {
+      while (tool_call_ids_.size() <= static_cast<size_t>(delta.index)) {
+        tool_call_ids_.push_back(NewToolCallId());
+      }
+      out.push_back({{"index", delta.index},
+                     {"id", tool_call_ids_[delta.index]},
+                     {"type", "function"},
+                     {"function", {{"name", delta.name}, {"arguments", ""}}}});
+    } else {
+      out.push_back({{"index", delta.index}, {"function", {{"arguments", delta.arguments}}}});
+    }
+  }
+  return out;
+}
+
+void OpenAiResponder::AddToolCalls(Json& delta, const std::string& content) const {
+  if (!tool_parser_) {
+    tool_parser_.emplace(tool_calls_->format, tool_calls_->functions, tool_calls_->max_calls);
+  }
+  const ToolCallParser::Step step = tool_parser_->Push(content);
+  delta.erase("content");
+  if (!step.content.empty()) delta["content"] = step.content;
+  if (!step.calls.empty()) delta["tool_calls"] = ToolCallDeltas(step.calls);
+}
+
+void OpenAiResponder::FlushToolCalls(Json& delta) const {
+  if (!tool_parser_) {
+    tool_parser_.emplace(tool_calls_->format, tool_calls_->functions, tool_calls_->max_calls);
+  }
+  const std::string content = delta.contains("content") ? delta["content"].get<std::string>() : "";
+  AddToolCalls(delta, content);
+  const ToolCallParser::Step step = tool_parser_->Flush();
+  if (!step.content.empty()) {
+    delta["content"] = delta.value("content", std::string()) + step.content;
+  }
+  if (!step.calls.empty()) {
+    Json calls = delta.contains("tool_calls") ? delta["tool_calls"] : Json::array();
+    for (Json& call : ToolCallDeltas(step.calls)) calls.push_back(std::move(call));
+    delta["tool_calls"] = std::move(calls);
+  }
+  malformed_tool_calls_ = tool_parser_->malformed();
+  unconverted_tool_values_ = tool_parser_->unconverted();
+}
+
 ReasoningSplitter* OpenAiResponder::Splitter(int32_t index) const {
   if (!reasoning_format_) return nullptr;
   while (splitters_.size() <= static_cast<size_t>(index)) {
@@ -186,6 +239,10 @@ Json OpenAiResponder::Chunk(const TurnPiece& piece, int32_t index) const {
     choice["delta"] = Json::object();
     SetSplit(choice["delta"], Split(piece, index), false);
   }
+  if (tool_calls_ && choice.contains("delta")) {
+    Json& delta = choice["delta"];
+    AddToolCalls(delta, delta.contains("content") ? delta["content"].get<std::string>() : "");
+  }
   chunk["choices"] = Json::array({std::move(choice)});
   return chunk;
 }
@@ -207,6 +264,10 @@ Json OpenAiResponder::Closing(const TurnSummary& summary, bool called, int32_t i
   Json choice = Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true, index);
   if (ReasoningSplitter* splitter = Splitter(index); splitter != nullptr) {
     SetSplit(choice["delta"], splitter->Flush(), false);
+  }
+  if (tool_calls_ && choice.contains("delta")) {
+    FlushToolCalls(choice["delta"]);
+    if (tool_parser_->calls() > 0) choice["finish_reason"] = "tool_calls";
   }
   chunk["choices"] = Json::array({std::move(choice)});
   AddSession(chunk, summary.position);
@@ -256,6 +317,27 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
       split.reasoning += rest.reasoning;
       split.content += rest.content;
       SetSplit(choice["message"], split, true);
+    }
+    if (tool_calls_ && i == 0 && choice.contains("message")) {
+      Json& message = choice["message"];
+      ParsedToolCalls parsed =
+          ParseToolCalls(tool_calls_->format, tool_calls_->functions,
+                         message["content"].get<std::string>(), tool_calls_->max_calls);
+      malformed_tool_calls_ = parsed.malformed;
+      unconverted_tool_values_ = parsed.unconverted;
+      if (!parsed.calls.empty()) {
+        message["content"] = parsed.content.empty() ? Json(nullptr) : Json(parsed.content);
+        message["tool_calls"] = Json::array();
+        for (const ParsedToolCalls::Call& parsed_call : parsed.calls) {
+          message["tool_calls"].push_back(
+              {{"id", NewToolCallId()},
+               {"type", "function"},
+               {"function", {{"name", parsed_call.name}, {"arguments", parsed_call.arguments}}}});
+        }
+        choice["finish_reason"] = "tool_calls";
+      } else {
+        message["content"] = parsed.content;
+      }
     }
     if (call && choice.contains("message")) {
       choice["message"]["content"] = nullptr;

@@ -14,6 +14,7 @@
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
 #include "server/common/reasoning_split.h"
+#include "server/http/tool_call_parser.h"
 #include "server/scheduling/turn_sink.h"
 
 namespace linserve {
@@ -39,6 +40,16 @@ class OpenAiResponder {
   // logprobs its tokens); `starts_inside`: the generation prompt opened it.
   // Call before any chunk.
   void SetReasoning(ReasoningFormat format, bool starts_inside);
+
+  // A chat whose model calls tools in its own format (hermes,
+  // qwen3_coder): the answer (after any reasoning) is read for calls,
+  // whole and streamed, where each call's arguments go out as they arrive
+  // (OpenAI's tool_calls deltas). One choice only. Call before any chunk.
+  void SetToolCalls(ToolCallFormat format, std::vector<RequestJson> functions, int32_t max_calls);
+  // Calls in the answer left as text, and parameters kept as strings
+  // against their schema (once the answer is whole or its stream closed).
+  int64_t malformed_tool_calls() const { return malformed_tool_calls_; }
+  int64_t unconverted_tool_values() const { return unconverted_tool_values_; }
 
   // Streaming: the chunks of a chat's first event (the assistant role, for
   // each of `n` choices), if any (completions have none).
@@ -76,6 +87,12 @@ class OpenAiResponder {
   ReasoningSplitter::Split Split(const TurnPiece& piece, int32_t index) const;
   // A chat delta or message's text fields from a split.
   static void SetSplit(nlohmann::json& fields, const ReasoningSplitter::Split& split, bool whole);
+  // Streaming: a delta's content read for calls: the content left, and
+  // tool_calls deltas.
+  void AddToolCalls(nlohmann::json& delta, const std::string& content) const;
+  void FlushToolCalls(nlohmann::json& delta) const;
+  // OpenAI's tool_calls entries for one delta.
+  nlohmann::json ToolCallDeltas(const std::vector<ToolCallDelta>& deltas) const;
   // `usage` with completion_tokens_details when reasoning is split.
   nlohmann::json WithReasoning(nlohmann::json usage) const;
 
@@ -93,6 +110,17 @@ class OpenAiResponder {
   bool reasoning_starts_inside_ = false;
   mutable std::vector<ReasoningSplitter> splitters_;
   mutable int64_t reasoning_tokens_ = 0;
+  // Set by SetToolCalls.
+  struct ToolCalls {
+    ToolCallFormat format;
+    std::vector<RequestJson> functions;
+    int32_t max_calls;
+  };
+  std::optional<ToolCalls> tool_calls_;
+  mutable std::optional<ToolCallParser> tool_parser_;  // a stream's
+  mutable std::vector<std::string> tool_call_ids_;     // by call index
+  mutable int64_t malformed_tool_calls_ = 0;
+  mutable int64_t unconverted_tool_values_ = 0;
 };
 
 // "stop" (a stop string or EOS), "length", or "abort" (cut by the server).

@@ -61,11 +61,21 @@ std::string NotStartingWith(const std::string& prefix) {
 }  // namespace
 
 absl::StatusOr<OpenAiTools> ReadTools(const RequestJson* tools, const RequestJson* tool_choice,
-                                      const RequestJson* parallel_tool_calls) {
+                                      const RequestJson* parallel_tool_calls,
+                                      ToolCallFormat format) {
   OpenAiTools out;
-  if (parallel_tool_calls != nullptr &&
-      (!parallel_tool_calls->is_boolean() || parallel_tool_calls->get<bool>())) {
-    return Invalid("parallel_tool_calls = true is not supported (one call per turn); send false");
+  out.format = format;
+  if (format == ToolCallFormat::kLinserve) {
+    if (parallel_tool_calls != nullptr &&
+        (!parallel_tool_calls->is_boolean() || parallel_tool_calls->get<bool>())) {
+      return Invalid("parallel_tool_calls = true is not supported (one call per turn); send false");
+    }
+  } else {
+    if (parallel_tool_calls != nullptr && !parallel_tool_calls->is_boolean()) {
+      return Invalid("parallel_tool_calls must be true or false");
+    }
+    const bool parallel = parallel_tool_calls == nullptr || parallel_tool_calls->get<bool>();
+    out.max_calls = parallel ? 1 << 30 : 1;
   }
   const bool none = tool_choice != nullptr && tool_choice->is_string() && *tool_choice == "none";
   if (tools == nullptr || (tools->is_array() && tools->empty())) {

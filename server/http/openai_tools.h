@@ -19,6 +19,7 @@
 #include "engine/grammar/grammar_limits.h"
 #include "server/http/chat_template.h"
 #include "server/http/openai_request_json.h"
+#include "server/http/tool_call_parser.h"
 
 namespace linserve {
 
@@ -27,6 +28,11 @@ struct OpenAiTools {
   Choice choice = Choice::kNone;
   std::vector<RequestJson> functions;  // each {"name", "description"?, "parameters"?}
   std::string named;                   // kNamed: the function's name
+  // How the model writes its calls (the chat template's format, or
+  // --tool_call_format), and how many of a turn's calls are kept
+  // (parallel_tool_calls = false: 1).
+  ToolCallFormat format = ToolCallFormat::kLinserve;
+  int32_t max_calls = 1;
 
   bool active() const { return choice != Choice::kNone; }
 };
@@ -35,10 +41,13 @@ struct OpenAiTools {
 // INVALID_ARGUMENT names the field: a tool that is not {"type": "function",
 // "function": {"name", ...}}, a name outside [a-zA-Z0-9_-]{1,64} or given
 // twice, parameters that are not a schema object, a tool_choice naming no
-// tool, tool_choice without tools, parallel_tool_calls = true (one call per
-// turn). Without tool_choice, tools mean "auto", as OpenAI's.
+// tool, tool_choice without tools, parallel_tool_calls = true where the
+// format makes one call per turn (linserve's). Without tool_choice, tools
+// mean "auto", as OpenAI's; in a format with several calls a turn,
+// parallel_tool_calls is true unless sent false.
 absl::StatusOr<OpenAiTools> ReadTools(const RequestJson* tools, const RequestJson* tool_choice,
-                                      const RequestJson* parallel_tool_calls);
+                                      const RequestJson* parallel_tool_calls,
+                                      ToolCallFormat format = ToolCallFormat::kLinserve);
 
 // The tools as the template's list shows them: one function's JSON per line.
 std::string ToolListText(const OpenAiTools& tools);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The official `openai` npm package (a client nobody here wrote) against a
 # live linserve's HTTP API: openai_sdk_test.mjs does the checks.
-# Usage: openai_sdk_test.sh LINSERVE_BINARY MODEL_DIR NODE_DIR
+# Usage: openai_sdk_test.sh LINSERVE_BINARY MODEL_DIR NODE_DIR [SCRIPT [SERVER_FLAG...]]
+# (SCRIPT: the checks, openai_sdk_test.mjs unless named; the flags go to the
+# server).
 # Installs the pinned package under NODE_DIR (in the build tree) once; later
 # runs find it there and need no network. Exits 77 (ctest's skip) without
 # node and npm, or when the package cannot be installed.
@@ -10,11 +12,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=SCRIPTDIR/http_server.sh
 source "$here/http_server.sh"
 
-if [ "$#" -ne 3 ]; then
-  echo "usage: $0 LINSERVE_BINARY MODEL_DIR NODE_DIR" >&2
+if [ "$#" -lt 3 ]; then
+  echo "usage: $0 LINSERVE_BINARY MODEL_DIR NODE_DIR [SCRIPT [SERVER_FLAG...]]" >&2
   exit 2
 fi
 binary=$1 model=$2 node_dir=$(realpath -m "$3")
+script=${4:-$here/openai_sdk_test.mjs}
+shift $(($# < 4 ? $# : 4))
 # 6.x declares no `engines` and runs on Node 20; 7.x asks for Node >= 22.
 openai_version=6.49.0
 
@@ -45,6 +49,6 @@ if [ "$(installed_version)" != "$openai_version" ]; then
 fi
 echo "openai $(installed_version) from $node_dir"
 
-http_server_start "$binary" "$model"
-node "$here/openai_sdk_test.mjs" "$base_url" "$node_dir" || fail "openai_sdk_test.mjs exited $?"
+http_server_start "$binary" "$model" "$@"
+node "$script" "$base_url" "$node_dir" || fail "$(basename "$script") exited $?"
 echo "PASS"

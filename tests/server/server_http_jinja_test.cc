@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
@@ -178,6 +181,169 @@ TEST_F(HttpJinjaTest, StreamedChatWithToolsStreamsAsText) {
                                                                 {"stream", true}});
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   EXPECT_TRUE(streamed.done);
+}
+
+const Json kWeatherTool = Json::parse(R"({"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 10}, "days": {"type": "integer", "minimum": 1,
+    "maximum": 7}}, "required": ["city", "days"]}}})");
+
+void ExpectWeatherArguments(const std::string& text) {
+  const Json arguments = Json::parse(text, nullptr, false);
+  ASSERT_TRUE(arguments.is_object()) << text;
+  ASSERT_TRUE(arguments["city"].is_string()) << text;
+  const std::string city = arguments["city"];
+  EXPECT_LE(std::count_if(city.begin(), city.end(), [](char c) { return (c & 0xC0) != 0x80; }), 10)
+      << text;
+  ASSERT_TRUE(arguments["days"].is_number_integer()) << text;
+  EXPECT_GE(arguments["days"].get<int>(), 1);
+  EXPECT_LE(arguments["days"].get<int>(), 7);
+}
+
+TEST_F(HttpJinjaTest, ModelsNameTheToolCallFormat) {
+  HttpReply reply = Client().Get("/v1/models");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.json["data"][0]["tool_call_format"], "qwen3_coder");  // auto: <function=
+}
+
+// "required" holds the untrained model to Qwen3.5's XML: every seed's answer
+// at temperature 1 parses into one call whose arguments fit the schema (the
+// opened reasoning is closed at once). One server, short answers.
+TEST_F(HttpJinjaTest, RequiredAlwaysParsesOverManySeeds) {
+  // Several clients at once, so that the turns decode in one batch.
+  constexpr int kSeeds = 200, kClients = 8;
+  std::vector<std::string> failures(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([c, &failures] {
+      HttpTestClient http = Client();
+      for (int seed = 1 + c; seed <= kSeeds && failures[c].empty(); seed += kClients) {
+        Json request = {{"messages", kMessages},
+                        {"tools", {kWeatherTool}},
+                        {"tool_choice", "required"},
+                        {"parallel_tool_calls", false},
+                        {"max_tokens", 256},
+                        {"temperature", 1.0},
+                        {"seed", seed}};
+        HttpReply reply = http.Post("/v1/chat/completions", request);
+        const Json& choice = reply.json["choices"][0];
+        if (reply.status != 200 || choice["finish_reason"] != "tool_calls" ||
+            choice["message"]["tool_calls"].size() != 1 ||
+            choice["message"]["tool_calls"][0]["function"]["name"] != "get_weather") {
+          failures[c] = "seed " + std::to_string(seed) + ": " + reply.body;
+          continue;
+        }
+        const Json arguments = Json::parse(
+            choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr,
+            false);
+        if (!arguments.is_object() || !arguments["city"].is_string() ||
+            !arguments["days"].is_number_integer() || arguments["days"] < 1 ||
+            arguments["days"] > 7) {
+          failures[c] = "seed " + std::to_string(seed) + ": " + reply.body;
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const std::string& failure : failures) EXPECT_EQ(failure, "");
+}
+
+// Streamed, each call's name comes first (arguments ""), then its
+// arguments as they arrive; put together they are the whole answer's. The
+// model may call several times (parallel_tool_calls is true by default):
+// each call its own index and id.
+TEST_F(HttpJinjaTest, StreamedCallArgumentsAddUpToTheWholeAnswer) {
+  HttpTestClient http = Client();
+  Json request = {{"messages", kMessages},
+                  {"tools", {kWeatherTool}},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+                  {"max_tokens", 256},
+                  {"temperature", 1.0},
+                  {"seed", 11}};
+  HttpReply whole = http.Post("/v1/chat/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json& message = whole.json["choices"][0]["message"];
+  const Json& calls = message["tool_calls"];
+  ASSERT_GE(calls.size(), 2u) << whole.body;  // this seed calls twice
+  EXPECT_TRUE(message["content"].is_null()) << whole.body;
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+
+  request["stream"] = true;
+  HttpReply streamed = http.Stream("/v1/chat/completions", request);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::vector<std::string> names(calls.size()), arguments(calls.size()), ids(calls.size());
+  std::string finish;
+  for (const Json& event : streamed.events) {
+    const Json& choice = event["choices"][0];
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    if (!choice["delta"].contains("tool_calls")) continue;
+    for (const Json& delta : choice["delta"]["tool_calls"]) {
+      const size_t index = delta["index"];
+      ASSERT_LT(index, calls.size()) << event.dump();
+      if (delta.contains("id")) {
+        EXPECT_TRUE(ids[index].empty());
+        ids[index] = delta["id"];
+        EXPECT_EQ(delta["type"], "function");
+        EXPECT_EQ(delta["function"]["arguments"], "");
+        names[index] = delta["function"]["name"];
+      } else {
+        EXPECT_FALSE(ids[index].empty()) << "arguments before the call's name";
+        arguments[index] += delta["function"]["arguments"].get<std::string>();
+      }
+    }
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(names[i], "get_weather");
+    EXPECT_EQ(arguments[i], calls[i]["function"]["arguments"]) << i;
+    ExpectWeatherArguments(arguments[i]);
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_EQ(finish, "tool_calls");
+
+  // parallel_tool_calls = false keeps the first.
+  request["stream"] = false;
+  request["parallel_tool_calls"] = false;
+  HttpReply first = http.Post("/v1/chat/completions", request);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.json["choices"][0]["message"]["tool_calls"].size(), 1u) << first.body;
+}
+
+// A call and its result go back through the template, in Qwen3.5's form.
+TEST_F(HttpJinjaTest, ToolCallsAndResultsRenderThroughTheTemplate) {
+  HttpTestClient http = Client();
+  const Json messages = Json::parse(R"([
+      {"role": "user", "content": "Weather in Oslo and Rome?"},
+      {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"days\": 2}"}},
+        {"id": "call_2", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\", \"days\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "rain"},
+      {"role": "tool", "tool_call_id": "call_2", "content": "sun"}])");
+  HttpReply reply = http.Post("/tokenize", Json{{"messages", messages}, {"tools", {kWeatherTool}}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const std::string prompt = reply.json["prompt"];
+  for (const char* part :
+       {"<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n2\n",
+        "<tool_response>\nrain\n</tool_response>", "<tool_response>\nsun\n</tool_response>",
+        "<function=example_function_name>"}) {
+    EXPECT_NE(prompt.find(part), std::string::npos) << part << " in " << prompt;
+  }
+  HttpReply answer = http.Post("/v1/chat/completions", Json{{"messages", messages},
+                                                            {"tools", {kWeatherTool}},
+                                                            {"tool_choice", "required"},
+                                                            {"max_tokens", 256},
+                                                            {"seed", 2},
+                                                            {"temperature", 1.0}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(answer.json["choices"][0]["finish_reason"], "tool_calls") << answer.body;
+}
+
+TEST_F(HttpJinjaTest, ToolCallMetricsAreExposed) {
+  absl::StatusOr<std::string> metrics = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->find("linserve_tool_calls_malformed_total"), std::string::npos);
+  EXPECT_NE(metrics->find("linserve_tool_call_values_unconverted_total"), std::string::npos);
 }
 
 TEST_F(HttpJinjaTest, RequestTemplatesReservedKwargsAndSessionsAre400) {

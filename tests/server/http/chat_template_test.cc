@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/http/openai_request.h"
 #include "server/http/openai_tools.h"
@@ -158,8 +160,25 @@ TEST(JinjaChatRequestTest, RefusesOwnTemplatesReservedOrUnboundedKwargsAndSessio
             "chat_template_kwargs is over 16384 bytes");
   EXPECT_EQ(refused({{"session", "new"}}).rfind("session_id: chat sessions are not supported", 0),
             0u);
+  // Qwen3.5's template writes <function=: "required" is held to that form,
+  // the opened reasoning closed first. A template whose call format is not
+  // known still takes only "auto".
   const Json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
-  EXPECT_EQ(refused({{"tools", {tool}}, {"tool_choice", "required"}}),
+  EXPECT_EQ(t->tool_call_format(), ToolCallFormat::kQwen3Coder);
+  auto required =
+      Chat(*t, {{"messages", messages}, {"tools", {tool}}, {"tool_choice", "required"}});
+  ASSERT_TRUE(required.ok()) << required.status();
+  const std::string& grammar = required->generate.grammar();
+  EXPECT_EQ(grammar.rfind("root ::= \"</think>", 0), 0u) << grammar;
+  EXPECT_NE(grammar.find("\"<function=f>"), std::string::npos) << grammar;
+  auto plain = ChatTemplate::FromJinja("{% for m in messages %}{{ m.content }}{% endfor %}",
+                                       "plain.jinja", "", "");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->tool_call_format(), ToolCallFormat::kLinserve);
+  auto refused_plain =
+      Chat(*plain, {{"messages", messages}, {"tools", {tool}}, {"tool_choice", "required"}});
+  ASSERT_FALSE(refused_plain.ok());
+  EXPECT_EQ(std::string(refused_plain.status().message()),
             "tool_choice: only \"auto\" is supported with this model's Jinja chat template");
   // The template's own refusal reaches the client, naming the template.
   auto r =
@@ -243,6 +262,22 @@ TEST(BuiltInChatTemplateTest, EnableThinkingSwitchesRwkvG1sThinkMode) {
                                        "thinking": {"open": 3}})",
                                    "t.json")
                    .ok());
+}
+
+// --tool_call_format auto: each real template's calls as it writes them.
+TEST(JinjaChatRequestTest, ToolCallFormatIsDetectedFromTheTemplate) {
+  const std::string dir = std::string(LINSERVE_SOURCE_DIR) + "/tests/engine/jinja/templates/";
+  for (const auto& [file, format] : std::vector<std::pair<std::string, ToolCallFormat>>{
+           {"Qwen3.5-4B.jinja", ToolCallFormat::kQwen3Coder},
+           {"Qwen3.5-0.8B.jinja", ToolCallFormat::kQwen3Coder},
+           {"Qwen-Qwen3-0.6B.jinja", ToolCallFormat::kHermes},
+           {"Qwen-QwQ-32B.jinja", ToolCallFormat::kHermes},
+           {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolCallFormat::kHermes},
+           {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::kLinserve}}) {
+    auto t = ChatTemplate::FromJinja(ReadFile(dir + file), file, "", "");
+    ASSERT_TRUE(t.ok()) << file << ": " << t.status();
+    EXPECT_EQ(t->tool_call_format(), format) << file;
+  }
 }
 
 }  // namespace
