@@ -4,8 +4,9 @@
 # Usage: openai_sdk_test.sh LINSERVE_BINARY MODEL_DIR NODE_DIR [SCRIPT [SERVER_FLAG...]]
 # (SCRIPT: the checks, openai_sdk_test.mjs unless named; the flags go to the
 # server).
-# Installs the pinned package under NODE_DIR (in the build tree) once; later
-# runs find it there and need no network. Exits 77 (ctest's skip) without
+# Installs the pinned package (and LINSERVE_SDK_EXTRA_PACKAGES, pinned npm
+# specs separated by spaces) under NODE_DIR (in the build tree) once; later
+# runs find them there and need no network. Exits 77 (ctest's skip) without
 # node and npm, or when the package cannot be installed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,24 +27,30 @@ for tool in node npm; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 
+packages="openai@$openai_version ${LINSERVE_SDK_EXTRA_PACKAGES:-}"
+packages=${packages% }
+
 installed_version() {
   node -p "require('$node_dir/node_modules/openai/package.json').version" 2>/dev/null || true
 }
 
-if [ "$(installed_version)" != "$openai_version" ]; then
+if [ "$(installed_version)" != "$openai_version" ] ||
+    [ "$(cat "$node_dir/installed-packages" 2>/dev/null)" != "$packages" ]; then
   # Installed beside NODE_DIR and moved in whole, so that an interrupted
   # install never looks like a finished one.
   staging="$node_dir.installing.$$"
   rm -rf "$staging"
   mkdir -p "$staging"
-  echo "installing openai@$openai_version under $node_dir"
+  echo "installing $packages under $node_dir"
+  # shellcheck disable=SC2086 # one word per package
   if ! npm install --prefix "$staging" --no-audit --no-fund --loglevel=error \
-      "openai@$openai_version" >"$http_work/npm.log" 2>&1; then
+      $packages >"$http_work/npm.log" 2>&1; then
     tail -n 20 "$http_work/npm.log"
     rm -rf "$staging"
-    echo "SKIP: npm could not install openai@$openai_version"
+    echo "SKIP: npm could not install $packages"
     exit 77
   fi
+  echo "$packages" >"$staging/installed-packages"
   rm -rf "$node_dir"
   mv "$staging" "$node_dir"
 fi
