@@ -581,6 +581,12 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
                      "template");
     }
   }
+  if (endpoint == OpenAiEndpoint::kChatCompletions && !out.tools.active() &&
+      PromptOpensReasoning(ReasoningFormat::kQwen3, out.generate.prompt())) {
+    // The template opened the reasoning (Qwen3.5 thinking): a constraint
+    // holds the answer, so the reasoning is closed at once, as for a call.
+    LINSERVE_RETURN_IF_ERROR(PutConstraintAfterLead(out.generate, "</think>\n\n", grammar_limits));
+  }
   LINSERVE_RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (out.stream && out.best_of > out.n) {
     return Invalid("best_of > 1 cannot be streamed: the best are known only at the end");

@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/regex_to_gbnf.h"
 
@@ -156,6 +158,40 @@ absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallF
       absl::StrCat("root ::= ", lead.empty() ? "" : GbnfLiteral(lead) + " ",
                    tools.max_calls > 1 ? "tool-call (\"\\n\" tool-call)*\n" : "tool-call\n");
   return first + root + rules;
+}
+
+absl::Status PutConstraintAfterLead(v1::GenerateRequest& request, const std::string& lead,
+                                    const GrammarLimits& limits) {
+  std::string gbnf;
+  switch (request.constraint_case()) {
+    case v1::GenerateRequest::kGrammar:
+      gbnf = request.grammar();
+      break;
+    case v1::GenerateRequest::kJsonSchema: {
+      JsonSchemaOptions options;
+      options.limits = limits;
+      absl::StatusOr<std::string> compiled = JsonSchemaTextToGbnf(request.json_schema(), options);
+      if (!compiled.ok()) {
+        return absl::Status(compiled.status().code(),
+                            absl::StrCat("json_schema: ", compiled.status().message()));
+      }
+      gbnf = *std::move(compiled);
+      break;
+    }
+    case v1::GenerateRequest::kChoice: {
+      std::vector<std::string> literals;
+      for (const std::string& choice : request.choice().choices()) {
+        literals.push_back(GbnfLiteral(choice));
+      }
+      gbnf = absl::StrCat("root ::= ", absl::StrJoin(literals, " | "), "\n");
+      break;
+    }
+    default:
+      return absl::OkStatus();
+  }
+  request.set_grammar(absl::StrCat("root ::= ", GbnfLiteral(lead), " answer-root\n",
+                                   PrefixRules(gbnf, "answer-")));
+  return absl::OkStatus();
 }
 
 }  // namespace linserve

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/grammar/grammar_limits.h"
+#include "linserve/v1/linserve.pb.h"
 #include "server/http/openai_tools.h"
 #include "server/http/tool_call_parser.h"
 
@@ -24,6 +25,14 @@ namespace linserve {
 absl::StatusOr<std::string> ModelToolGrammar(const OpenAiTools& tools, ToolCallFormat format,
                                              const GrammarLimits& limits = {},
                                              const std::string& lead = "");
+
+// A chat's constraint (`grammar`, `json_schema` or `choice` as the request
+// set it) as a grammar whose text starts with the literal `lead`: a prompt
+// that opened the reasoning has it closed at once ("</think>\n\n"), so that
+// the constrained text is the answer (content), not reasoning. The request
+// is left as it was when it has no constraint.
+absl::Status PutConstraintAfterLead(v1::GenerateRequest& request, const std::string& lead,
+                                    const GrammarLimits& limits = {});
 
 }  // namespace linserve
 

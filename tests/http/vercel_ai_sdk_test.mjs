@@ -77,14 +77,14 @@ const messages = [{ role: "user", content: "Hi" }];
   console.log("generateText: 3 steps,", seen.length, "calls:", seen.join(", "));
 }
 
-// generateObject: the schema as a json_schema constraint; with thinking off
-// the answer is the object.
+// generateObject: the schema as a json_schema constraint; the template
+// opened the reasoning, and the constraint closes it, so the answer is the
+// object.
 {
   const { object } = await generateObject({
     model,
     schema: z.object({ color: z.enum(["red", "green"]), n: z.number().int().min(0).max(9) }),
     messages: [{ role: "user", content: "Pick a color and a digit." }],
-    providerOptions: { linserve: { chat_template_kwargs: { enable_thinking: false } } },
     maxOutputTokens: 60,
     temperature: 1,
     seed: 11,

@@ -162,6 +162,57 @@ TEST_F(HttpJinjaTest, GrpcMarksReasoningAndAnswer) {
   if (plain.text.find("<think>") == std::string::npos) EXPECT_EQ(plain_answer, plain.text);
 }
 
+// A constraint with a prompt that opened the reasoning: the reasoning is
+// closed at once and the constrained text is the answer (content), whole and
+// streamed; without the constraint the same turn would be all reasoning.
+TEST_F(HttpJinjaTest, AConstraintHoldsTheAnswerNotTheReasoning) {
+  HttpTestClient http = Client();
+  const Json schema = {
+      {"type", "object"},
+      {"properties", {{"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 9}}}}},
+      {"required", {"n"}}};
+  Json request = {
+      {"messages", kMessages},
+      {"max_tokens", 40},
+      {"seed", 5},
+      {"temperature", 1.0},
+      {"response_format",
+       {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}};
+  HttpReply whole = http.Post("/v1/chat/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json& message = whole.json["choices"][0]["message"];
+  EXPECT_TRUE(message["reasoning_content"].is_null()) << whole.body;
+  const Json object = Json::parse(message["content"].get<std::string>());
+  EXPECT_TRUE(object["n"].is_number_integer()) << whole.body;
+
+  request["stream"] = true;
+  HttpReply streamed = http.Stream("/v1/chat/completions", request);
+  ASSERT_EQ(streamed.status, 200);
+  std::string content;
+  for (const Json& event : streamed.events) {
+    if (event["choices"].empty()) continue;
+    const Json& delta = event["choices"][0]["delta"];
+    EXPECT_FALSE(delta.contains("reasoning_content")) << event.dump();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, message["content"]);
+
+  // structured_outputs' choice and grammar take the same lead.
+  HttpReply choice =
+      http.Post("/v1/chat/completions", Json{{"messages", kMessages},
+                                             {"max_tokens", 20},
+                                             {"structured_outputs", {{"choice", {"yes", "no"}}}}});
+  ASSERT_EQ(choice.status, 200) << choice.body;
+  const std::string answer = choice.json["choices"][0]["message"]["content"];
+  EXPECT_TRUE(answer == "yes" || answer == "no") << choice.body;
+  HttpReply grammar = http.Post("/v1/chat/completions",
+                                Json{{"messages", kMessages},
+                                     {"max_tokens", 20},
+                                     {"structured_outputs", {{"grammar", "root ::= \"ok\""}}}});
+  ASSERT_EQ(grammar.status, 200) << grammar.body;
+  EXPECT_EQ(grammar.json["choices"][0]["message"]["content"], "ok");
+}
+
 TEST_F(HttpJinjaTest, ModelsNameTheTemplateAndTheReasoningFormat) {
   HttpReply reply = Client().Get("/v1/models");
   ASSERT_EQ(reply.status, 200) << reply.body;
