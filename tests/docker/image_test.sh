@@ -33,6 +33,9 @@ done
 [ "$(id -u)" -eq 0 ] || fail "needs root (debootstrap, mounts, chroot); skip it with ctest -LE docker"
 
 started=$SECONDS
+# free_space: what the work folder's file system has left; the build needs
+# ~6 GB (the build stage's packages and tree, the runtime layer twice).
+free_space() { df -h --output=avail,size "$work" | tail -n1 | awk '{ print $1 " of " $2 }'; }
 # timed NAME COMMAND...: runs one phase and says how long it took.
 timed() {
   local start=$SECONDS
@@ -122,6 +125,7 @@ build_image() {
   build_session=$!
   if ! wait "$build_session"; then
     tail -n 60 "$work/run/build.log" >&2
+    echo "free: $(free_space)" >&2
     fail "the image does not build (whole log: $work/run/build.log)"
   fi
   build_session=
@@ -132,6 +136,7 @@ build_image() {
   fi
 }
 
+echo "free: $(free_space)"
 timed "base images" "$here/base_image.sh" "$cache_dir"
 timed "image build" build_image
 timed "image checks" "$here/check_image.sh" "$image"

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/transformer/transformer_model.h"
@@ -52,6 +54,13 @@ void RemoveFreshDirs() {
 }
 
 }  // namespace
+
+int SeedsForThisRun(int full) {
+  const char* text = std::getenv("LINSERVE_TEST_SEEDS");
+  int limit = 0;
+  if (text == nullptr || !absl::SimpleAtoi(text, &limit) || limit <= 0) return full;
+  return std::min(full, limit);
+}
 
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");

@@ -29,6 +29,12 @@ absl::StatusOr<std::string> WriteModel(const std::string& dir, const ModelConfig
 // when the program ends if every test passed.
 std::string FreshDir(const std::string& name);
 
+// How many seeds a test that repeats one request over seeds runs: `full`,
+// or fewer when LINSERVE_TEST_SEEDS says so. The sanitizer runs set it: they
+// look for memory and thread errors, which a few dozen seeds reach as well as
+// hundreds, at ~30x the cost per seed.
+int SeedsForThisRun(int full);
+
 // Path of the shipped default model (a real trained model that writes
 // ASCII), for the tests that compare texts across turns.
 std::string DefaultModelDir();

@@ -262,13 +262,14 @@ TEST_F(HttpJinjaTest, ModelsNameTheToolCallFormat) {
 // opened reasoning is closed at once). One server, short answers.
 TEST_F(HttpJinjaTest, RequiredAlwaysParsesOverManySeeds) {
   // Several clients at once, so that the turns decode in one batch.
-  constexpr int kSeeds = 200, kClients = 8;
+  constexpr int kClients = 8;
+  const int seeds = SeedsForThisRun(200);
   std::vector<std::string> failures(kClients);
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
-    clients.emplace_back([c, &failures] {
+    clients.emplace_back([c, seeds, &failures] {
       HttpTestClient http = Client();
-      for (int seed = 1 + c; seed <= kSeeds && failures[c].empty(); seed += kClients) {
+      for (int seed = 1 + c; seed <= seeds && failures[c].empty(); seed += kClients) {
         Json request = {{"messages", kMessages},
                         {"tools", {kWeatherTool}},
                         {"tool_choice", "required"},
