@@ -57,7 +57,7 @@ bool Verify(const std::string& dir) {
     return false;
   }
   absl::StatusOr<std::vector<int64_t>> ids =
-      tokenizer->TryEncode("<|im_start|>user\nHello<|im_end|>", true, false);
+      tokenizer->TryEncode("<|im_start|>user\nHello<|im_end|>", true);
   if (!ids.ok()) {
     std::fprintf(stderr, "verify: %s\n", ids.status().ToString().c_str());
     return false;

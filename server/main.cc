@@ -695,6 +695,7 @@ int Serve() {
       ChatTemplate::ForModel(absl::GetFlag(FLAGS_model), facts.architecture,
                              absl::GetFlag(FLAGS_chat_template_file));
   if (!chat_template.ok()) return Fail("model_load_failed", chat_template.status());
+  chat_template->set_special_texts(facts.token_codec->SpecialTexts());
   LogInfo("chat_template", {{"source", chat_template->source()}});
   const ReasoningFormat reasoning_format =
       ResolveReasoningFormat(absl::GetFlag(FLAGS_reasoning_format), &*chat_template);

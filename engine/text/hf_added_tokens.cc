@@ -117,17 +117,34 @@ void HfAddedTokens::Build(Matcher* matcher) {
   matcher->trie = ByteTrie::Build(pieces);
 }
 
+namespace {
+
+// Whether bytes [begin, end) overlap one of `ranges` (sorted, disjoint).
+bool Overlaps(absl::Span<const ByteRange> ranges, size_t begin, size_t end) {
+  for (const ByteRange& range : ranges) {
+    if (range.begin >= end) return false;
+    if (range.end > begin) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void HfAddedTokens::SplitWith(const Matcher& matcher, std::string_view text,
+                              absl::Span<const ByteRange> plain,
                               std::vector<HfSegment>* out) const {
   size_t start_offset = 0;  // where the text not yet emitted begins
   size_t pos = 0;
+  const auto push_text = [&](size_t begin, size_t end) {
+    out->push_back({std::string(text.substr(begin, end - begin)), -1, Overlaps(plain, begin, end)});
+  };
   while (pos < text.size()) {
     if (!matcher.first_byte[static_cast<uint8_t>(text[pos])]) {
       ++pos;
       continue;
     }
     const ByteTrie::Match match = matcher.trie.LongestPrefix(text.substr(pos));
-    if (match.id < 0) {
+    if (match.id < 0 || Overlaps(plain, pos, pos + match.length)) {
       ++pos;
       continue;
     }
@@ -144,26 +161,23 @@ void HfAddedTokens::SplitWith(const Matcher& matcher, std::string_view text,
     }
     if (token.lstrip) begin = std::max(TrailingSpaceBegin(text.substr(0, begin)), start_offset);
     if (token.rstrip) end += LeadingSpaceLength(text.substr(end));
-    if (start_offset < begin) {
-      out->push_back({std::string(text.substr(start_offset, begin - start_offset)), -1});
-    }
+    if (start_offset < begin) push_text(start_offset, begin);
     // As the library: the search goes on from the match's own end, so a token
     // may start inside what an rstrip swallowed; it is kept all the same.
     out->push_back({std::string(), token.id});
     start_offset = end;
   }
-  if (start_offset < text.size()) {
-    out->push_back({std::string(text.substr(start_offset)), -1});
-  }
+  if (start_offset < text.size()) push_text(start_offset, text.size());
 }
 
 std::vector<HfSegment> HfAddedTokens::Split(std::string_view text, const HfNormalizer& normalizer,
-                                            bool recognize) const {
+                                            bool recognize,
+                                            absl::Span<const ByteRange> plain) const {
   std::vector<HfSegment> raw_segments;
   if (recognize && !raw_.empty()) {
-    SplitWith(raw_, text, &raw_segments);
+    SplitWith(raw_, text, plain, &raw_segments);
   } else if (!text.empty()) {
-    raw_segments.push_back({std::string(text), -1});
+    raw_segments.push_back({std::string(text), -1, Overlaps(plain, 0, text.size())});
   }
   std::vector<HfSegment> segments;
   for (HfSegment& segment : raw_segments) {
@@ -173,8 +187,8 @@ std::vector<HfSegment> HfAddedTokens::Split(std::string_view text, const HfNorma
     }
     std::string normalized = normalizer.empty() ? std::move(segment.text)
                                                 : normalizer.Apply(segment.text);
-    if (recognize && !normalized_.empty()) {
-      SplitWith(normalized_, normalized, &segments);
+    if (recognize && !normalized_.empty() && !segment.holds_plain) {
+      SplitWith(normalized_, normalized, {}, &segments);
     } else if (!normalized.empty()) {
       segments.push_back({std::move(normalized), -1});
     }

@@ -9,6 +9,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/text/byte_range.h"
 #include "engine/text/byte_trie.h"
 #include "engine/text/hf_json.h"
 #include "engine/text/hf_normalizer.h"
@@ -31,7 +33,9 @@ struct HfAddedToken {
 struct HfSegment {
   std::string text;  // the normalized text when id < 0
   int64_t id = -1;
+  bool holds_plain = false;  // overlaps a range where no token is recognized
 };
+
 
 // Finds added tokens in text as the library's AddedVocabulary does: first the
 // non-normalized tokens in the raw text, then, in each stretch between them,
@@ -50,9 +54,13 @@ class HfAddedTokens {
 
   // Splits `text` (valid UTF-8) into segments, normalizing the text between
   // tokens. With `recognize` false no token is matched: the whole text is
-  // normalized as one segment.
+  // normalized as one segment. No token is matched where it would overlap a
+  // `plain` range (sorted, disjoint): a chat message's "<|im_start|>" inside
+  // a rendered prompt stays text. A stretch between raw tokens that overlaps
+  // one is not searched for normalized tokens at all: its offsets do not
+  // survive normalizing.
   std::vector<HfSegment> Split(std::string_view text, const HfNormalizer& normalizer,
-                               bool recognize) const;
+                               bool recognize, absl::Span<const ByteRange> plain = {}) const;
 
   const std::vector<HfAddedToken>& tokens() const { return tokens_; }
 
@@ -65,9 +73,9 @@ class HfAddedTokens {
     bool empty() const { return token_index.empty(); }
   };
 
-  // Appends the segments of `text` (the matcher's tokens cut out) to `out`;
-  // text segments keep `text`'s bytes.
-  void SplitWith(const Matcher& matcher, std::string_view text,
+  // Appends the segments of `text` (the matcher's tokens cut out, except
+  // where they overlap `plain`) to `out`; text segments keep `text`'s bytes.
+  void SplitWith(const Matcher& matcher, std::string_view text, absl::Span<const ByteRange> plain,
                  std::vector<HfSegment>* out) const;
   static void Build(Matcher* matcher);
 

@@ -86,11 +86,17 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(
 }
 
 absl::StatusOr<std::vector<int64_t>> HfTokenizer::Encode(std::string_view text,
-                                                         HfAddedTokenMode mode) const {
+                                                         HfAddedTokenMode mode,
+                                                         absl::Span<const ByteRange> plain) const {
   std::string valid;
-  if (!MakeValidUtf8(text, &valid)) text = valid;
+  if (!MakeValidUtf8(text, &valid)) {
+    if (!plain.empty()) {
+      return absl::InvalidArgumentError("a text with plain ranges must be valid UTF-8");
+    }
+    text = valid;
+  }
   const std::vector<HfSegment> segments =
-      added_.Split(text, normalizer_, mode == HfAddedTokenMode::kRecognized);
+      added_.Split(text, normalizer_, mode == HfAddedTokenMode::kRecognized, plain);
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3 + 1);
   for (const HfSegment& segment : segments) {

@@ -47,7 +47,11 @@ class HfTokenizer {
   // The ids of `text` without the post-processor's special tokens (the
   // library's add_special_tokens = false). Invalid UTF-8 is read as Rust's
   // from_utf8_lossy reads it. ResourceExhausted if a regex hits its limits.
-  absl::StatusOr<std::vector<int64_t>> Encode(std::string_view text, HfAddedTokenMode mode) const;
+  // No added token is recognized where it would overlap a `plain` range
+  // (HfAddedTokens::Split); InvalidArgument if `plain` is given for text
+  // that is not valid UTF-8 (its offsets would not hold).
+  absl::StatusOr<std::vector<int64_t>> Encode(std::string_view text, HfAddedTokenMode mode,
+                                              absl::Span<const ByteRange> plain = {}) const;
 
   // The post-processor's special tokens around one sequence (BOS...).
   const HfPostProcessor& post_processor() const { return post_processor_; }

@@ -186,17 +186,24 @@ absl::StatusOr<Tokenizer> Tokenizer::HuggingFace(std::shared_ptr<const HfTokeniz
 }
 
 absl::StatusOr<std::vector<int64_t>> Tokenizer::TryEncode(std::string_view text, bool starts_text,
-                                                         bool plain_content) const {
+                                                         absl::Span<const ByteRange> plain) const {
   if (tables_->hf == nullptr) return Encode(text, starts_text);
-  LINSERVE_ASSIGN_OR_RETURN(
-      std::vector<int64_t> body,
-      tables_->hf->Encode(text, plain_content ? HfAddedTokenMode::kPlainContent
-                                              : HfAddedTokenMode::kRecognized));
+  LINSERVE_ASSIGN_OR_RETURN(std::vector<int64_t> body,
+                            tables_->hf->Encode(text, HfAddedTokenMode::kRecognized, plain));
   if (!starts_text) return body;
   std::vector<int64_t> ids = tables_->hf_prefix_ids;
   ids.insert(ids.end(), body.begin(), body.end());
   ids.insert(ids.end(), tables_->hf_suffix_ids.begin(), tables_->hf_suffix_ids.end());
   return ids;
+}
+
+std::vector<std::string> Tokenizer::SpecialTexts() const {
+  std::vector<std::string> texts;
+  if (tables_->hf == nullptr) return texts;
+  for (const HfAddedToken& token : tables_->hf->added_tokens()) {
+    if (token.special && !token.content.empty()) texts.push_back(token.content);
+  }
+  return texts;
 }
 
 std::vector<int64_t> Tokenizer::Encode(std::string_view text, bool starts_text) const {

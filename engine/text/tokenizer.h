@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/base/model_config.h"
+#include "engine/text/byte_range.h"
 
 namespace linserve {
 
@@ -78,10 +79,16 @@ class Tokenizer {
   std::vector<int64_t> Encode(std::string_view text, bool starts_text) const;
 
   // Encode with errors: ResourceExhausted when a Hugging Face tokenizer's
-  // regex hits its match limits. With `plain_content`, added tokens are not
-  // recognized: a chat message's "<|im_start|>" stays text.
+  // regex hits its match limits. Within the `plain` ranges (sorted,
+  // disjoint) no added token is recognized: a chat message's "<|im_start|>"
+  // stays text (HfTokenizer::Encode).
   absl::StatusOr<std::vector<int64_t>> TryEncode(std::string_view text, bool starts_text,
-                                                 bool plain_content = false) const;
+                                                 absl::Span<const ByteRange> plain = {}) const;
+
+  // The texts of a Hugging Face tokenizer's special added tokens
+  // ("<|im_start|>", "<|endoftext|>"): what a chat message's content must
+  // not turn into. Empty for the other vocabularies, which have none.
+  std::vector<std::string> SpecialTexts() const;
 
   // The bytes of one token; empty for ids that carry none (special, unused,
   // out of range). A World or Hugging Face token may end inside a UTF-8

@@ -226,19 +226,20 @@ absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_pat
   return Plain();
 }
 
-absl::StatusOr<std::string> ChatTemplate::RenderJinja(const RequestJson& messages,
-                                                      const RequestJson& tools,
-                                                      bool add_generation_prompt,
-                                                      const RequestJson& kwargs) const {
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderJinja(const RequestJson& messages,
+                                                         const RequestJson& tools,
+                                                         bool add_generation_prompt,
+                                                         const RequestJson& kwargs) const {
   if (jinja_ == nullptr) return absl::InternalError("not a Jinja chat template");
+  const SpecialTextFence fence(special_texts_);
   RequestJson context = RequestJson::object();
   // The request's kwargs first, so the names below always win (the request
   // checks that kwargs holds none of them).
   if (kwargs.is_object()) {
-    for (const auto& [key, value] : kwargs.items()) context[key] = value;
+    for (const auto& [key, value] : kwargs.items()) context[key] = fence.Fence(value);
   }
-  context["messages"] = messages;
-  if (!tools.is_null()) context["tools"] = tools;
+  context["messages"] = fence.Fence(messages);
+  if (!tools.is_null()) context["tools"] = fence.Fence(tools);
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = bos_token_;
   context["eos_token"] = eos_token_;
@@ -247,7 +248,7 @@ absl::StatusOr<std::string> ChatTemplate::RenderJinja(const RequestJson& message
     return absl::Status(text.status().code(), absl::StrCat("the chat template (", source_,
                                                            "): ", text.status().message()));
   }
-  return text;
+  return fence.Lift(*std::move(text));
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,

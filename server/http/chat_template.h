@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +43,7 @@
 #include "engine/jinja/jinja_template.h"
 #include "server/common/reasoning_split.h"
 #include "server/http/openai_request_json.h"
+#include "server/http/special_text_fence.h"
 #include "server/http/tool_call_parser.h"
 
 namespace linserve {
@@ -115,10 +117,15 @@ class ChatTemplate {
   // call's arguments as an object), `tools` (null: none), the generation
   // prompt, and `kwargs` (chat_template_kwargs, already checked) as further
   // variables. A template's own error (raise_exception, a type error) is
-  // INVALID_ARGUMENT, a limit crossed RESOURCE_EXHAUSTED.
-  absl::StatusOr<std::string> RenderJinja(const RequestJson& messages, const RequestJson& tools,
-                                          bool add_generation_prompt,
-                                          const RequestJson& kwargs) const;
+  // INVALID_ARGUMENT, a limit crossed RESOURCE_EXHAUSTED. The special token
+  // texts (set_special_texts) inside what the request sent come back as
+  // plain ranges (special_text_fence.h).
+  absl::StatusOr<RenderedPrompt> RenderJinja(const RequestJson& messages, const RequestJson& tools,
+                                             bool add_generation_prompt,
+                                             const RequestJson& kwargs) const;
+  // The tokenizer's special token texts (Tokenizer::SpecialTexts), which a
+  // request's messages must not produce.
+  void set_special_texts(std::vector<std::string> texts) { special_texts_ = std::move(texts); }
   // Null unless the template is Jinja.
   const jinja::Template* jinja() const { return jinja_.get(); }
   // A Jinja template that writes "</think>": its model reasons Qwen3's way
@@ -151,6 +158,7 @@ class ChatTemplate {
   std::string source_;
   std::shared_ptr<const jinja::Template> jinja_;
   std::string bos_token_, eos_token_;  // a Jinja template's special tokens
+  std::vector<std::string> special_texts_;
   bool writes_think_tags_ = false;
   ToolCallFormat tool_call_format_ = ToolCallFormat::kLinserve;
 };

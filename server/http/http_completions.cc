@@ -180,7 +180,8 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
                        " bytes; at most max_prompt_bytes = ", max_bytes)));
     }
     absl::StatusOr<std::vector<int64_t>> ids =
-        scheduler_->model_facts().token_codec->TryEncode(prompt, /*starts_text=*/false);
+        scheduler_->model_facts().token_codec->TryEncode(prompt, /*starts_text=*/false,
+                                                         request_.prompt_plain);
     if (!ids.ok()) return field_error(ids.status());
     request_.generate.clear_prompt();
     for (int64_t id : *ids) request_.generate.add_prompt_tokens(static_cast<int32_t>(id));

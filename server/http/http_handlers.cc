@@ -330,8 +330,12 @@ HttpResponse HttpHandlers::Tokenize(const HttpRequest& req) {
   // tokenizer's unless asked for.
   const bool jinja_chat = chat && chat_template()->jinja() != nullptr;
   const bool special = body->value("add_special_tokens", !jinja_chat);
-  const std::vector<int64_t> tokens =
-      (*scheduler)->model_facts().token_codec->Encode(text, /*starts_text=*/special);
+  // The messages' special token texts stay text, as the chat is fed.
+  const absl::StatusOr<std::vector<int64_t>> encoded =
+      (*scheduler)->model_facts().token_codec->TryEncode(text, /*starts_text=*/special,
+                                                         parsed->prompt_plain);
+  if (!encoded.ok()) return ErrorAnswer(kMethod, ToHttpError(encoded.status()));
+  const std::vector<int64_t>& tokens = *encoded;
   // A chat's rendered text as well (llama.cpp's /apply-template gives it so):
   // exactly what the model is fed.
   if (chat) return JsonAnswer(kMethod, {{"tokens", tokens}, {"count", tokens.size()}, {"prompt", text}});

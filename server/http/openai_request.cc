@@ -373,7 +373,7 @@ absl::StatusOr<Json> JinjaMessages(const Json& messages) {
 }
 
 absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const OpenAiTools& tools,
-                          v1::GenerateRequest& out) {
+                          v1::GenerateRequest& out, std::vector<ByteRange>& prompt_plain) {
   const Json* messages = f.Get("messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages must be a non-empty list");
@@ -389,11 +389,12 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
     LINSERVE_ASSIGN_OR_RETURN(Json jinja_messages, JinjaMessages(*messages));
     const Json* sent_tools = f.Get("tools");
     LINSERVE_ASSIGN_OR_RETURN(
-        std::string text,
+        RenderedPrompt rendered,
         chat_template.RenderJinja(jinja_messages,
                                   tools.active() && sent_tools != nullptr ? *sent_tools : Json(),
                                   add_generation_prompt, kwargs));
-    out.set_prompt(std::move(text));
+    out.set_prompt(std::move(rendered.text));
+    prompt_plain = std::move(rendered.plain);
     return absl::OkStatus();
   }
   std::vector<ChatMessage> parsed;
@@ -547,7 +548,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     if (out.tools.active()) return Invalid("tools need /v1/chat/completions");
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
   } else {
-    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.tools, out.generate));
+    LINSERVE_RETURN_IF_ERROR(
+        ReadMessages(f, chat_template, out.tools, out.generate, out.prompt_plain));
     out.template_stop = chat_template.stop();
   }
   LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));

@@ -26,6 +26,9 @@ enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 struct OpenAiRequest {
   v1::GenerateRequest generate;  // prompt or prompt_tokens, sampling, stop, session_id, ...
   std::vector<std::string> template_stop;  // a chat template's stop strings, added after validation
+  // Where a Jinja-rendered prompt holds special token texts the request sent:
+  // encoded as plain text (special_text_fence.h).
+  std::vector<ByteRange> prompt_plain;
   std::string model;                       // as sent; empty: not sent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

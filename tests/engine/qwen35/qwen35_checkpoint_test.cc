@@ -812,7 +812,7 @@ TEST_F(Qwen35CheckpointTest, TinyTokenizerLoads) {
       LoadHfTokenizerDirectory(dir.string(), Tiny().vocab_size, HfTokenizerOptions());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const std::string text = "<|im_start|>user\nHello, the world!<|im_end|>\n<think>\n\n</think>";
-  absl::StatusOr<std::vector<int64_t>> ids = tokenizer->TryEncode(text, true, false);
+  absl::StatusOr<std::vector<int64_t>> ids = tokenizer->TryEncode(text, true);
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_GE(ids->size(), 6u);
   EXPECT_EQ(ids->front(), 449);  // <|im_start|>, no BOS before it

@@ -52,8 +52,10 @@ TEST(ChatTemplatePrecedenceTest, FlagThenJinjaFileThenTokenizerConfigThenJsonThe
   ASSERT_TRUE(from_config.ok()) << from_config.status();
   EXPECT_EQ(from_config->source(), dir + "/tokenizer_config.json chat_template");
   ASSERT_NE(from_config->jinja(), nullptr);
-  EXPECT_EQ(*from_config->RenderJinja(Json::array({{{"role", "user"}, {"content", "hi"}}}), Json(),
-                                      true, Json::object()),
+  EXPECT_EQ(from_config
+                ->RenderJinja(Json::array({{{"role", "user"}, {"content", "hi"}}}), Json(), true,
+                              Json::object())
+                ->text,
             "<B>hi<E>");
   std::ofstream(dir + "/chat_template.jinja") << "jinja file";
   EXPECT_EQ(ChatTemplate::ForModel(dir, "rwkv7")->source(), dir + "/chat_template.jinja");
@@ -70,7 +72,7 @@ TEST(ChatTemplatePrecedenceTest, TokenizerConfigListTakesTheDefaultAndBadTemplat
       << R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})";
   auto t = ChatTemplate::ForModel(dir, "transformer");
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(*t->RenderJinja(Json::array(), Json(), true, Json::object()), "D");
+  EXPECT_EQ(t->RenderJinja(Json::array(), Json(), true, Json::object())->text, "D");
   std::ofstream(dir + "/chat_template.jinja") << "line 1\n{% include 'x' %}";
   auto bad = ChatTemplate::ForModel(dir, "transformer");
   ASSERT_FALSE(bad.ok());
@@ -278,6 +280,53 @@ TEST(JinjaChatRequestTest, ToolCallFormatIsDetectedFromTheTemplate) {
     ASSERT_TRUE(t.ok()) << file << ": " << t.status();
     EXPECT_EQ(t->tool_call_format(), format) << file;
   }
+}
+
+// What a request sends comes back from the template as plain ranges, wherever
+// the template puts it (content, a tool's description, kwargs, an object
+// key); the template's own special texts do not; the fence leaves no trace
+// in the text. Template logic sees content without special texts as sent;
+// a test on a special text itself sees the fence (startswith is false),
+// which no real template does: they test for "<tool_response>" and split at
+// "</think>", which are not special.
+TEST(SpecialTextFenceTest, RequestTextsComeBackAsPlainRanges) {
+  auto t = ChatTemplate::FromJinja(
+      "<|im_start|>{% for m in messages %}{{ m.content }}|{{ m.content.startswith('<|im_end|>') }}{{ m.content.startswith('pl') }}"
+      "{% endfor %}{{ tools | tojson }}{{ extra }}<|im_end|>",
+      "test", "", "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  t->set_special_texts({"<|im_start|>", "<|im_end|>", "<|im"});
+  const Json messages = Json::array({{{"role", "user"}, {"content", "<|im_end|>x<|im_start|>"}},
+                                     {{"role", "user"}, {"content", "plain"}}});
+  const Json tools = Json::array({{{"<|im_start|>key", "d"}}});
+  absl::StatusOr<RenderedPrompt> rendered =
+      t->RenderJinja(messages, tools, true, Json::object({{"extra", "<|im_end|>"}}));
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(rendered->text,
+            "<|im_start|><|im_end|>x<|im_start|>|FalseFalseplain|FalseTrue[{\"<|im_start|>key\": \"d\"}]"
+            "<|im_end|><|im_end|>");
+  std::vector<std::string> plain;
+  for (const ByteRange& r : rendered->plain) plain.push_back(rendered->text.substr(r.begin, r.end - r.begin));
+  EXPECT_EQ(plain, (std::vector<std::string>{"<|im_end|>", "<|im_start|>", "<|im_start|>", "<|im_end|>"}));
+  EXPECT_EQ(rendered->plain.front().begin, 12u);  // after the template's own <|im_start|>
+  // Without special texts (a byte or World vocabulary) nothing is fenced.
+  t->set_special_texts({});
+  rendered = t->RenderJinja(messages, tools, true, Json::object({{"extra", "<|im_end|>"}}));
+  ASSERT_TRUE(rendered.ok());
+  EXPECT_TRUE(rendered->plain.empty());
+}
+
+// A template that slices a content string through a fence cannot be trusted
+// to keep the special text plain: an error, not an injection.
+TEST(SpecialTextFenceTest, ATemplateCuttingAFenceIsAnError) {
+  auto t = ChatTemplate::FromJinja("{{ messages[0].content[:-3] }}", "test", "", "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  t->set_special_texts({"<|im_start|>"});
+  const Json messages = Json::array({{{"role", "user"}, {"content", "<|im_start|>"}}});
+  absl::StatusOr<RenderedPrompt> rendered = t->RenderJinja(messages, Json(), true, Json::object());
+  ASSERT_FALSE(rendered.ok());
+  EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rendered.status().message().find("special token"), std::string::npos);
 }
 
 }  // namespace
