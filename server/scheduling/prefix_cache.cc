@@ -69,7 +69,7 @@ void PrefixCache::Sight(const std::string& key) {
   }
 }
 
-void PrefixCache::Insert(const std::string& key, const State& state, int64_t state_bytes) {
+void PrefixCache::Insert(const std::string& key, State&& snapshot, int64_t state_bytes) {
   if (state_bytes > options_.max_bytes || by_key_.contains(key)) return;
   while (bytes_ + state_bytes > options_.max_bytes) {
     Entry& oldest = entries_.back();
@@ -78,7 +78,7 @@ void PrefixCache::Insert(const std::string& key, const State& state, int64_t sta
     entries_.pop_back();
     metrics_->prefix_cache_evictions_total().Increment();
   }
-  entries_.push_front(Entry{key, CloneState(state), state_bytes});
+  entries_.push_front(Entry{key, std::move(snapshot), state_bytes});
   by_key_[key] = entries_.begin();
   bytes_ += state_bytes;
   metrics_->prefix_cache_bytes().Set(static_cast<double>(bytes_));

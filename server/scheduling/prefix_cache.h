@@ -77,10 +77,11 @@ class PrefixCache {
   // cached; 0 for none. Then records every key as sighted.
   int64_t ChooseSnapshot(absl::Span<const std::string> keys, int64_t after);
 
-  // Keeps a copy of `state` (one session) under `key`, evicting the least
-  // recently used snapshots to stay within max_bytes. A state larger than
-  // the whole bound is not kept.
-  void Insert(const std::string& key, const State& state, int64_t state_bytes);
+  // Keeps `snapshot` (one session's state: a copy of its own, CloneState or
+  // a trimmed SplitState piece, which the cache now owns) under `key`,
+  // evicting the least recently used snapshots to stay within max_bytes. A
+  // state larger than the whole bound is not kept.
+  void Insert(const std::string& key, State&& snapshot, int64_t state_bytes);
 
   int64_t bytes() const { return bytes_; }
   int64_t entries() const { return static_cast<int64_t>(entries_.size()); }

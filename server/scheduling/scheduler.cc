@@ -56,9 +56,9 @@ ModelFacts FactsOf(const LanguageModel& model, const SchedulerOptions& options) 
   facts.prefill_chunk_tokens = model.prefill_chunk_size();
   facts.token_codec = std::make_shared<const Tokenizer>(model.tokenizer());
   facts.special_token_ranges = model.tokenizer().SpecialIdRanges();
-  // A growing state (the softmax baseline's KV cache) would make a snapshot
-  // cost as much as the prefix it saves: such a model gets no cache.
-  facts.prefix_cache_bytes = facts.state_grows ? 0 : options.prefix_cache_bytes;
+  // A growing state's snapshot (Qwen3.5's KV cache beside its recurrent
+  // part) is counted at its own length: the cache's bytes stay true.
+  facts.prefix_cache_bytes = options.prefix_cache_bytes;
   return facts;
 }
 
@@ -175,18 +175,14 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
               options.grammar_masks, [this] { TurnEnded(); },
               [this](std::unique_ptr<Turn> turn) { Adopt(std::move(turn)); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
-  if (facts_.state_grows && options.prefix_cache_bytes > 0) {
-    LogInfo("prefix_cache_off", {{"reason", "this model's state grows with every token (the "
-                                            "softmax baseline's KV cache), so a prefix snapshot "
-                                            "would cost as much as prefilling it"}});
-  } else {
-    LogInfo("prefix_cache", {{"bytes", facts_.prefix_cache_bytes},
-                             {"block_tokens", facts_.prefill_chunk_tokens},
-                             {"snapshots", facts_.state_bytes_per_session > 0
-                                               ? facts_.prefix_cache_bytes /
-                                                     facts_.state_bytes_per_session
-                                               : 0}});
-  }
+  // A growing state's snapshots also grow: how many fit is then an upper
+  // bound (snapshots at position 0).
+  LogInfo("prefix_cache", {{"bytes", facts_.prefix_cache_bytes},
+                           {"block_tokens", facts_.prefill_chunk_tokens},
+                           {"snapshots", facts_.state_bytes_per_session > 0
+                                             ? facts_.prefix_cache_bytes /
+                                                   facts_.state_bytes_per_session
+                                             : 0}});
 }
 
 Scheduler::Impl::~Impl() {

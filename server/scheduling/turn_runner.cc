@@ -268,8 +268,13 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     Turn& turn = *group[i];
     turn.prefilled += static_cast<size_t>(n);
     if (turn.snapshot_at > 0 && static_cast<int64_t>(turn.prefilled) == turn.snapshot_at) {
+      // A growing cache is cut to the snapshot's position (SplitState), so
+      // the snapshot holds no spare capacity and costs StateBytes of it.
       prefix_cache_.Insert(turn.prefix_keys[turn.snapshot_at / prefix_cache_.chunk() - 1],
-                           turn.state, model_.StateBytes(turn.snapshot_at));
+                           model_.StateGrowsWithPosition()
+                               ? std::move(model_.SplitState(turn.state)[0])
+                               : CloneState(turn.state),
+                           model_.StateBytes(turn.snapshot_at));
     }
     if (turn.prefilling()) continue;
     if (turn.only_prefills()) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -175,6 +176,53 @@ TEST_F(Qwen35ServerTest, ChatIsRenderedAsChatMl) {
       "/v1/chat/completions",
       nlohmann::json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
   EXPECT_EQ(reply.status, 200) << reply.body;
+}
+
+// The prefix cache for a hybrid: a prompt seen twice leaves a snapshot at
+// its deepest chunk boundary, cut to that position (the metric is the
+// recurrent part plus the KV of exactly those tokens), and the third run
+// resumes from it with the tokens and logprobs of a server without the
+// cache, bit for bit.
+TEST_F(Qwen35ServerTest, PrefixCacheHitsGiveTheCacheOffBits) {
+  auto off = ServerProcess::Start({"--model=" + *dir_, "--store_dir=" + FreshDir("qwen35-off"),
+                                   "--dtype=float32", "--prefix_cache_bytes=0"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  std::string prompt;
+  for (int i = 0; prompt.size() < 1200; ++i) prompt += "Line " + std::to_string(i) + " of many, ";
+  const auto run = [&prompt](ServerProcess& server) {
+    v1::GenerateRequest request = MakeRequest(prompt, "", 12, 7, 0.9f);
+    request.set_logprobs(true);
+    request.set_top_logprobs(3);
+    request.set_cache_salt("hybrid");
+    GenerateOutcome outcome = RunGenerate(*server.Stub(), request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    std::string out;
+    for (v1::GenerateResponse message : outcome.messages) {
+      message.clear_finished();
+      out += message.SerializeAsString();
+    }
+    return std::make_pair(out, outcome.finished.usage());
+  };
+  const auto [alone, alone_usage] = run(**off);
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(server_->Stub()->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  const int64_t chunk = info.prefix_cache_block_tokens();
+  ASSERT_GT(chunk, 0);
+  const int64_t boundary = (alone_usage.prompt_tokens() - 1) / chunk * chunk;
+  ASSERT_GE(boundary, 2 * chunk) << "the prompt must span chunks";
+  const auto [first, first_usage] = run(*server_);
+  const auto [second, second_usage] = run(*server_);
+  const auto [warm, warm_usage] = run(*server_);
+  EXPECT_EQ(first_usage.cached_tokens(), 0);
+  EXPECT_EQ(second_usage.cached_tokens(), 0);
+  EXPECT_EQ(warm_usage.cached_tokens(), boundary);
+  EXPECT_EQ(first, alone);
+  EXPECT_EQ(second, alone);
+  EXPECT_EQ(warm, alone) << "warm differs from the cache-off server";
+  const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));
+  const std::string metrics = ScrapeMetrics(server_->metrics_port()).value_or("");
+  EXPECT_EQ(MetricValue(metrics, "linserve_prefix_cache_bytes"), StateBytes(layout, boundary));
 }
 
 // A message cannot write special tokens: "<|im_start|>system" in a user's

@@ -170,7 +170,7 @@ TEST(PrefixCacheTest, ASnapshotIsACopy) {
   PrefixCache cache({1 << 20, 100, 4}, &metrics);
   const auto keys = cache.Keys("", "", "", Tokens(4, 1));
   State state = FakeState(4, 4);
-  cache.Insert(keys[0], state, 16);
+  cache.Insert(keys[0], CloneState(state), 16);
   state.layers[0][0].add_(1);  // a decode step advances states in place
   EXPECT_EQ(cache.Lookup(keys, 1).state->layers[0][0][0][0].item<float>(), 4.0f);
 }
