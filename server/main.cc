@@ -164,6 +164,14 @@ ABSL_FLAG(int64_t, max_sessions_in_memory, 1024,
 ABSL_FLAG(int64_t, max_sessions_per_tenant, 1000,
           "Sessions one authenticated tenant may hold (--auth_tokens_file); 0 is no quota. "
           "Without auth every client is one tenant, bounded by --max_sessions alone");
+ABSL_FLAG(int64_t, max_session_memory_bytes, int64_t{8} << 30,
+          "Bytes of session states held in memory (a KV cache weighs by its length); the "
+          "least recently used idle ones spill to the store, and a turn whose state alone "
+          "would pass it is refused, or ends with finish reason length where it would grow "
+          "past it; 0 is no bound");
+ABSL_FLAG(int64_t, max_session_memory_bytes_per_tenant, 0,
+          "As --max_session_memory_bytes, for one authenticated tenant's sessions; 0 is no "
+          "quota");
 ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
           "Bytes of state files the disk store may hold (files already there count); a save "
           "past it is refused with RESOURCE_EXHAUSTED");
@@ -333,6 +341,8 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   s.max_sessions_in_memory = absl::GetFlag(FLAGS_max_sessions_in_memory);
   s.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
+  s.max_session_memory_bytes = absl::GetFlag(FLAGS_max_session_memory_bytes);
+  s.max_session_memory_bytes_per_tenant = absl::GetFlag(FLAGS_max_session_memory_bytes_per_tenant);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
   s.max_state_bytes = per_model(absl::GetFlag(FLAGS_max_state_bytes), defaults->max_state_bytes);
   s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
@@ -400,12 +410,14 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   if (s.max_queued_requests < 0 || l.sampling.max_stop_sequences < 0 || l.max_top_logprobs < 0 ||
       absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0 ||
       s.max_context_tokens < 0 || s.prefix_cache_bytes < 0 || s.prefix_cache_sightings < 0 ||
-      l.max_cache_salt_bytes < 0 || s.named_state_cache_bytes < 0) {
+      l.max_cache_salt_bytes < 0 || s.named_state_cache_bytes < 0 ||
+      s.max_session_memory_bytes < 0 || s.max_session_memory_bytes_per_tenant < 0) {
     return absl::InvalidArgumentError(
         "--max_queued_requests, --max_stop_sequences, --max_top_logprobs, "
         "--session_ttl_seconds, --max_sessions_per_tenant, --max_context_tokens, "
-        "--prefix_cache_bytes, --prefix_cache_sightings, --max_cache_salt_bytes and "
-        "--named_state_cache_bytes must not be negative");
+        "--prefix_cache_bytes, --prefix_cache_sightings, --max_cache_salt_bytes, "
+        "--named_state_cache_bytes, --max_session_memory_bytes and "
+        "--max_session_memory_bytes_per_tenant must not be negative");
   }
   // The JSON grammar every schema builds on nests a few parentheses and
   // counts up to {1,16} itself; a pattern's groups each take a level of the

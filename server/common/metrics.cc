@@ -135,6 +135,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                .Help("Bytes of the session states held in memory")
                                .Register(r)
                                .Add({});
+  auto& parts = BuildGauge()
+                    .Name("linserve_resident_state_part_bytes")
+                    .Help("linserve_resident_state_bytes by part: the recurrent part every "
+                          "state holds, and the KV cache that grows with the position")
+                    .Register(r);
+  resident_recurrent_bytes_ = &parts.Add({{"part", "recurrent"}});
+  resident_kv_bytes_ = &parts.Add({{"part", "kv"}});
   auto counter = [&r](const char* name, const char* help) {
     return &BuildCounter().Name(name).Help(help).Register(r).Add({});
   };

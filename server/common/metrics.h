@@ -75,6 +75,8 @@ class Metrics {
   prometheus::Gauge& open_streams() { return *open_streams_; }
   prometheus::Gauge& state_bytes_per_session() { return *state_bytes_; }
   prometheus::Gauge& resident_state_bytes() { return *resident_state_bytes_; }
+  prometheus::Gauge& resident_recurrent_bytes() { return *resident_recurrent_bytes_; }
+  prometheus::Gauge& resident_kv_bytes() { return *resident_kv_bytes_; }
   // Sessions whose state is on the engine's device, in host memory (a CUDA
   // server's spill tier; on a CPU server device and host are one), or only
   // in the store.
@@ -124,6 +126,8 @@ class Metrics {
   prometheus::Gauge* open_streams_;
   prometheus::Gauge* state_bytes_;
   prometheus::Gauge* resident_state_bytes_;
+  prometheus::Gauge* resident_recurrent_bytes_;
+  prometheus::Gauge* resident_kv_bytes_;
   prometheus::Gauge* sessions_device_;
   prometheus::Gauge* sessions_host_;
   prometheus::Gauge* sessions_store_;

@@ -17,6 +17,8 @@ void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_id(info.id);
   out->set_position(info.position);
   out->set_state_bytes(info.state_bytes);
+  out->set_recurrent_state_bytes(info.recurrent_state_bytes);
+  out->set_kv_state_bytes(info.kv_state_bytes);
   out->set_created_unix_ms(info.created_unix_ms);
   out->set_last_used_unix_ms(info.last_used_unix_ms);
   out->set_busy(info.busy);

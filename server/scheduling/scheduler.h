@@ -34,6 +34,11 @@ struct SchedulerOptions {
   int64_t max_sessions = 10000;
   int64_t max_sessions_in_memory = 1024;
   int64_t max_sessions_per_tenant = 1000;  // per authenticated tenant; 0: no quota
+  // Bytes of the session states held in memory (server/sessions/session_pool.h,
+  // SessionMemoryBounds): all of them, and one authenticated tenant's (0: no
+  // quota). A growing state (Qwen3.5's KV) weighs by its length.
+  int64_t max_session_memory_bytes = int64_t{8} << 30;
+  int64_t max_session_memory_bytes_per_tenant = 0;
   absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
   int64_t max_state_bytes = 64 << 20;            // a state file read from the store
   // With a store several servers share: how long a turn's lease on its
@@ -109,6 +114,10 @@ struct SessionInfo {
   std::string id;
   int64_t position = 0;
   int64_t state_bytes = 0;
+  // state_bytes by part: what every state holds (the recurrent part), and
+  // what grows with the position (a KV cache; 0 for constant states).
+  int64_t recurrent_state_bytes = 0;
+  int64_t kv_state_bytes = 0;
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;
   bool busy = false;

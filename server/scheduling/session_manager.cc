@@ -1,5 +1,7 @@
 #include "server/scheduling/session_manager.h"
 
+#include <algorithm>
+
 #include <memory>
 #include <utility>
 
@@ -41,7 +43,10 @@ SessionManager::SessionManager(const LanguageModel& model, std::string fingerpri
       post_(std::move(post)),
       sharing_(store, &store_worker_, model, fingerprint_, metrics, options.session_lease,
                options.max_state_bytes),
-      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant),
+      pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant,
+            SessionMemoryBounds{options.max_session_memory_bytes,
+                                options.max_session_memory_bytes_per_tenant,
+                                [model = &model](int64_t position) { return model->StateBytes(position); }}),
       writer_(store, metrics) {}
 
 int64_t SessionManager::NowUnixMs() const { return absl::ToUnixMillis(absl::Now()); }
@@ -355,13 +360,26 @@ absl::Status SessionManager::SaveError(absl::string_view what, const absl::Statu
   return absl::UnavailableError(message);
 }
 
+int64_t SessionManager::MaxStateBytesFor(const std::string& tenant) const {
+  const SessionMemoryBounds& bounds = pool_.memory_bounds();
+  int64_t limit = bounds.max_bytes;
+  if (!tenant.empty() && bounds.max_bytes_per_tenant > 0) {
+    limit = limit > 0 ? std::min(limit, bounds.max_bytes_per_tenant) : bounds.max_bytes_per_tenant;
+  }
+  return limit;
+}
+
 SessionInfo SessionManager::InfoOf(const Session& session) const {
-  return {session.id,
-          session.position,
-          model_.StateBytes(session.position),
-          session.created_unix_ms,
-          session.last_used_unix_ms,
-          session.busy};
+  SessionInfo info;
+  info.id = session.id;
+  info.position = session.position;
+  info.state_bytes = model_.StateBytes(session.position);
+  info.recurrent_state_bytes = model_.StateBytes(0);
+  info.kv_state_bytes = info.state_bytes - info.recurrent_state_bytes;
+  info.created_unix_ms = session.created_unix_ms;
+  info.last_used_unix_ms = session.last_used_unix_ms;
+  info.busy = session.busy;
+  return info;
 }
 
 SessionRecord SessionManager::RecordOf(const Session& session) const {
@@ -408,8 +426,8 @@ void SessionManager::SweepIdle() {
 void SessionManager::UpdateGauges() {
   const std::vector<int64_t> positions = pool_.ResidentPositions();
   const int64_t resident = static_cast<int64_t>(positions.size());
-  // Real bytes: a constant-state kind's are the same at every position; the
-  // softmax baseline's cache grows with each session's.
+  // Real bytes: a constant-state kind's are the same at every position; a
+  // KV cache (Qwen3.5's, the softmax baseline's) grows with each session's.
   int64_t bytes = 0;
   if (model_.StateGrowsWithPosition()) {
     for (int64_t position : positions) bytes += model_.StateBytes(position);
@@ -420,6 +438,9 @@ void SessionManager::UpdateGauges() {
     bytes = resident * model_.StateBytes(0);
   }
   metrics_->resident_state_bytes().Set(static_cast<double>(bytes));
+  const int64_t recurrent = resident * model_.StateBytes(0);
+  metrics_->resident_recurrent_bytes().Set(static_cast<double>(recurrent));
+  metrics_->resident_kv_bytes().Set(static_cast<double>(bytes - recurrent));
   metrics_->sessions_on_device().Set(static_cast<double>(resident));
   metrics_->sessions_in_host().Set(0);
   metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));

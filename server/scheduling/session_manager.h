@@ -63,6 +63,12 @@ class SessionManager {
   void Prepare(const std::string& tenant, const std::string& id, Use use, Prepared then);
   // The pool's session only, or null.
   Session* FindById(const std::string& id) { return pool_.FindById(id); }
+  // After `grown`'s state grew: spills idle states until the memory's byte
+  // bounds hold again (SessionPool::Trim).
+  void Trim(const Session& grown) { pool_.Trim(&grown); }
+  // The bytes `tenant`'s turn may take a state to in memory: the smaller of
+  // the memory bounds that apply to it (0: none).
+  int64_t MaxStateBytesFor(const std::string& tenant) const;
   // A session that never existed (its creation failed or was cut) goes.
   void Discard(const std::string& id);
   // Removes the session from the pool and the store; `done` runs on the

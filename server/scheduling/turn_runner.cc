@@ -59,8 +59,9 @@ TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCac
       mask_cache_(std::make_shared<MaskCache>(grammar_masks.cache_bytes)) {}
 
 absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt_tokens) {
-  if (max_context_tokens_ <= 0) return absl::OkStatus();
   const int64_t after_prompt = position + prompt_tokens;
+  LINSERVE_RETURN_IF_ERROR(FitMemory(turn, after_prompt));
+  if (max_context_tokens_ <= 0) return absl::OkStatus();
   if (after_prompt > max_context_tokens_) {
     metrics_->CountRejection("context_full");
     return absl::InvalidArgumentError(absl::StrCat(
@@ -74,6 +75,28 @@ absl::Status TurnRunner::FitContext(Turn& turn, int64_t position, int64_t prompt
   int32_t& max_new_tokens = turn.call.sampling.max_new_tokens;
   max_new_tokens = static_cast<int32_t>(
       std::min<int64_t>(max_new_tokens, max_context_tokens_ - after_prompt + 1));
+  return absl::OkStatus();
+}
+
+absl::Status TurnRunner::FitMemory(Turn& turn, int64_t after_prompt) {
+  const int64_t limit = sessions_.MaxStateBytesFor(turn.tenant);
+  if (limit <= 0) return absl::OkStatus();
+  const int64_t bytes = model_.StateBytes(after_prompt);
+  if (bytes > limit) {
+    metrics_->CountRejection("session_memory");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the prompt takes the state to ", after_prompt, " tokens, ", bytes,
+        " bytes; the memory for session states allows one at most ", limit,
+        " (max_session_memory_bytes, or max_session_memory_bytes_per_tenant when smaller)"));
+  }
+  if (!model_.StateGrowsWithPosition()) return absl::OkStatus();
+  // As at the context's bound: the turn ends with FINISH_REASON_LENGTH where
+  // its state would outgrow the memory (the last sampled token is not fed).
+  const int64_t per_token = model_.StateBytes(after_prompt + 1) - bytes;
+  if (per_token <= 0) return absl::OkStatus();
+  int32_t& max_new_tokens = turn.call.sampling.max_new_tokens;
+  max_new_tokens = static_cast<int32_t>(
+      std::min<int64_t>(max_new_tokens, (limit - bytes) / per_token + 1));
   return absl::OkStatus();
 }
 
@@ -560,6 +583,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
               session->rng = next->rng;
               session->last_used_unix_ms = next->last_used_unix_ms;
               sessions_.Touch(*session);
+              sessions_.Trim(*session);
             } else if (on_created) {
               sessions_.Discard(next->id);  // a session never saved never existed
             }

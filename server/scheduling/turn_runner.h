@@ -108,7 +108,13 @@ class TurnRunner {
   // For a model whose state grows: INVALID_ARGUMENT when the prompt takes a
   // state at `position` past max_context_tokens, else caps the turn's
   // max_new_tokens so that its state stays within it.
+  // First FitMemory.
   absl::Status FitContext(Turn& turn, int64_t position, int64_t prompt_tokens);
+  // RESOURCE_EXHAUSTED naming the bound when the state after the prompt is
+  // larger than the memory bounds allow one state (max_session_memory_bytes,
+  // the tenant's quota); for a growing state, caps max_new_tokens so that the
+  // state stays within them.
+  absl::Status FitMemory(Turn& turn, int64_t after_prompt);
 
   LanguageModel& model_;
   const Tokenizer tokenizer_;

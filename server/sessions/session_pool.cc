@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/state.h"
@@ -12,8 +13,12 @@ namespace linserve {
 Session::Session() = default;
 Session::~Session() = default;
 
-SessionPool::SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant)
-    : max_sessions_(max_sessions), max_in_memory_(max_in_memory), max_per_tenant_(max_per_tenant) {}
+SessionPool::SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant,
+                         SessionMemoryBounds memory)
+    : max_sessions_(max_sessions),
+      max_in_memory_(max_in_memory),
+      max_per_tenant_(max_per_tenant),
+      memory_(std::move(memory)) {}
 
 int64_t SessionPool::CountOf(const std::string& tenant) const {
   auto it = per_tenant_.find(tenant);
@@ -97,20 +102,90 @@ std::vector<int64_t> SessionPool::ResidentPositions() const {
   return positions;
 }
 
-absl::Status SessionPool::MakeRoom(const Session* keep) {
-  if (in_memory() < max_in_memory_) return absl::OkStatus();
+int64_t SessionPool::BytesOf(const Session& session) const {
+  return memory_.state_bytes && session.state ? memory_.state_bytes(session.position) : 0;
+}
+
+int64_t SessionPool::ResidentBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [id, s] : sessions_) bytes += BytesOf(*s);
+  return bytes;
+}
+
+int64_t SessionPool::ResidentBytesOf(const std::string& tenant) const {
+  int64_t bytes = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s->tenant == tenant) bytes += BytesOf(*s);
+  }
+  return bytes;
+}
+
+Session* SessionPool::SpillCandidate(const Session* keep, const std::string* tenant) const {
   Session* victim = nullptr;
   for (const auto& [id, s] : sessions_) {
     if (s.get() == keep || !s->state || s->busy || s->pending_writes > 0) continue;
+    if (tenant != nullptr && s->tenant != *tenant) continue;
     if (victim == nullptr || s->last_touch < victim->last_touch) victim = s.get();
   }
-  if (victim == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("max_sessions_in_memory = ", max_in_memory_,
-                     " sessions are in memory and all are busy; retry later"));
+  return victim;
+}
+
+std::string SessionPool::ByteBoundCrossed(const Session* keep, int64_t extra,
+                                          int64_t* bound) const {
+  if (!memory_.state_bytes) return "";
+  if (memory_.max_bytes > 0 && ResidentBytes() + extra > memory_.max_bytes) {
+    *bound = memory_.max_bytes;
+    return "max_session_memory_bytes";
   }
-  victim->state.reset();
-  return absl::OkStatus();
+  if (memory_.max_bytes_per_tenant > 0 && !keep->tenant.empty() &&
+      ResidentBytesOf(keep->tenant) + extra > memory_.max_bytes_per_tenant) {
+    *bound = memory_.max_bytes_per_tenant;
+    return "max_session_memory_bytes_per_tenant";
+  }
+  return "";
+}
+
+absl::Status SessionPool::MakeRoom(const Session* keep) {
+  // The state keep is about to hold (it holds none yet).
+  const int64_t incoming = memory_.state_bytes ? memory_.state_bytes(keep->position) : 0;
+  int64_t bound = 0;
+  for (const auto& [flag, limit] :
+       {std::pair<const char*, int64_t>{"max_session_memory_bytes", memory_.max_bytes},
+        {"max_session_memory_bytes_per_tenant",
+         keep->tenant.empty() ? 0 : memory_.max_bytes_per_tenant}}) {
+    if (memory_.state_bytes && limit > 0 && incoming > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", keep->id, "'s state takes ", incoming, " bytes at position ",
+          keep->position, ", more than ", flag, " = ", limit, " allows in memory"));
+    }
+  }
+  while (true) {
+    const bool count_full = in_memory() >= max_in_memory_;
+    const std::string crossed = ByteBoundCrossed(keep, incoming, &bound);
+    if (!count_full && crossed.empty()) return absl::OkStatus();
+    // Over a tenant's quota only that tenant's states go.
+    const bool tenant_only = !count_full && crossed == "max_session_memory_bytes_per_tenant";
+    Session* victim = SpillCandidate(keep, tenant_only ? &keep->tenant : nullptr);
+    if (victim == nullptr) {
+      return absl::ResourceExhaustedError(
+          count_full ? absl::StrCat("max_sessions_in_memory = ", max_in_memory_,
+                                    " sessions are in memory and all are busy; retry later")
+                     : absl::StrCat(crossed, " = ", bound, " bytes of session states are in "
+                                    "memory and every one is busy; retry later"));
+    }
+    victim->state.reset();
+  }
+}
+
+void SessionPool::Trim(const Session* keep) {
+  int64_t bound = 0;
+  while (!ByteBoundCrossed(keep, 0, &bound).empty()) {
+    const bool tenant_only =
+        ByteBoundCrossed(keep, 0, &bound) == "max_session_memory_bytes_per_tenant";
+    Session* victim = SpillCandidate(keep, tenant_only ? &keep->tenant : nullptr);
+    if (victim == nullptr) return;
+    victim->state.reset();
+  }
 }
 
 std::vector<const Session*> SessionPool::ListOf(const std::string& tenant) const {

@@ -2,6 +2,7 @@
 #define LINSERVE_SERVER_SESSION_POOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,15 @@ struct Session {
   StoredSessionKey key() const { return {tenant, id}; }
 };
 
+// Bounds on the bytes of the session states held in memory. A constant
+// state costs the same at every position; a growing one (a KV cache) costs
+// `state_bytes(position)`, so a hybrid's sessions weigh by their length.
+struct SessionMemoryBounds {
+  int64_t max_bytes = 0;             // all sessions; 0: no bound
+  int64_t max_bytes_per_tenant = 0;  // one authenticated tenant's; 0: no quota
+  std::function<int64_t(int64_t position)> state_bytes;  // null: the bounds are off
+};
+
 // Every session the server knows, in memory or only in the store, with LRU
 // order for spilling. Not thread-safe: the engine thread owns it.
 class SessionPool {
@@ -52,7 +62,8 @@ class SessionPool {
   // (0: no quota). The "" tenant (auth off) has no quota: without tokens
   // every client is that tenant, so its quota would only be a second
   // max_sessions.
-  SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant = 0);
+  SessionPool(int64_t max_sessions, int64_t max_in_memory, int64_t max_per_tenant = 0,
+              SessionMemoryBounds memory = {});
 
   // NOT_FOUND for an unknown id and for another tenant's: the two must be
   // indistinguishable.
@@ -69,10 +80,22 @@ class SessionPool {
 
   // Marks `session` most recently used.
   void Touch(Session* session);
-  // Frees memory for one more resident state by dropping the least recently
-  // used idle state whose checkpoint is durable (it is already in the store).
-  // RESOURCE_EXHAUSTED when every resident session is busy or being written.
+  // Frees memory for `keep`'s state (at its position) by dropping the least
+  // recently used idle states whose checkpoints are durable (they are
+  // already in the store), until one more fits max_in_memory and its bytes
+  // fit the bounds. RESOURCE_EXHAUSTED, naming the bound, when the state
+  // alone is larger than a byte bound, or when every state that could go is
+  // busy or being written.
   absl::Status MakeRoom(const Session* keep);
+  // After `keep`'s state grew (a turn ended): drops the least recently used
+  // idle durable states until the byte bounds hold again, as far as idle
+  // ones allow.
+  void Trim(const Session* keep);
+
+  // Bytes of the states in memory: all, and one tenant's.
+  int64_t ResidentBytes() const;
+  int64_t ResidentBytesOf(const std::string& tenant) const;
+  const SessionMemoryBounds& memory_bounds() const { return memory_; }
 
   // The tenant's sessions, oldest first (ties by id).
   std::vector<const Session*> ListOf(const std::string& tenant) const;
@@ -90,6 +113,14 @@ class SessionPool {
   const int64_t max_sessions_;
   const int64_t max_in_memory_;
   const int64_t max_per_tenant_;
+  const SessionMemoryBounds memory_;
+  // The least recently used state that may go (idle, durable, not `keep`;
+  // of `tenant` unless it is null), or null.
+  Session* SpillCandidate(const Session* keep, const std::string* tenant) const;
+  int64_t BytesOf(const Session& session) const;
+  // The byte bound `keep`'s tenant is over with `extra` more bytes, as its
+  // flag's name and value; empty when none.
+  std::string ByteBoundCrossed(const Session* keep, int64_t extra, int64_t* bound) const;
   uint64_t clock_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
   absl::flat_hash_map<std::string, int64_t> per_tenant_;  // sessions by tenant

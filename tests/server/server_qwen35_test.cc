@@ -178,6 +178,75 @@ TEST_F(Qwen35ServerTest, ChatIsRenderedAsChatMl) {
   EXPECT_EQ(reply.status, 200) << reply.body;
 }
 
+// Session memory is bounded in bytes, by part: a hybrid's sessions weigh
+// their recurrent part plus their KV. Under a bound that holds about two of
+// them, three sessions take turns and the resident bytes never pass it (the
+// least recently used spill, and come back from the store when their turn
+// comes); GetSession reports both parts; a prompt whose state alone would
+// pass the bound is refused by name, and a turn that would grow past it
+// ends with finish reason length inside it.
+TEST_F(Qwen35ServerTest, SessionMemoryIsBoundedInBytes) {
+  const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));
+  const int64_t recurrent = StateBytes(layout, 0);
+  const int64_t per_token = StateBytes(layout, 1) - recurrent;
+  const int64_t bound = 2 * recurrent + 120 * per_token;
+  auto server = ServerProcess::Start({"--model=" + *dir_,
+                                      "--store_dir=" + FreshDir("qwen35-memory-store"),
+                                      "--dtype=float32", "--prefix_cache_bytes=0",
+                                      "--max_session_memory_bytes=" + std::to_string(bound)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->Stub();
+  const auto resident = [&server] {
+    const std::string metrics = ScrapeMetrics((*server)->metrics_port()).value_or("");
+    const double total = MetricValue(metrics, "linserve_resident_state_bytes");
+    EXPECT_EQ(MetricValue(metrics, "linserve_resident_state_part_bytes{part=\"recurrent\"}") +
+                  MetricValue(metrics, "linserve_resident_state_part_bytes{part=\"kv\"}"),
+              total);
+    return total;
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto session = CreateSession(*stub);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ids.push_back(session->id());
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& id : ids) {
+      const GenerateOutcome turn = RunGenerate(*stub, MakeRequest("Tell me more.", id, 8, 3, 0.9f));
+      ASSERT_TRUE(turn.status.ok()) << turn.status.error_message();
+      EXPECT_LE(resident(), bound) << "round " << round;
+    }
+  }
+  const v1::Session info = GetSession(*stub, ids[0]);
+  EXPECT_GT(info.position(), 0);
+  EXPECT_EQ(info.recurrent_state_bytes(), recurrent);
+  EXPECT_EQ(info.kv_state_bytes(), info.position() * per_token);
+  EXPECT_EQ(info.state_bytes(), StateBytes(layout, info.position()));
+  const std::string metrics = ScrapeMetrics((*server)->metrics_port()).value_or("");
+  EXPECT_GT(MetricValue(metrics, "linserve_session_restore_seconds_count"), 0)
+      << "no session came back from the store";
+
+  // A prompt whose state alone passes the bound.
+  v1::GenerateRequest too_long = MakeRequest("", "", 4, 1);
+  too_long.clear_prompt();
+  for (int64_t i = 0; i < (bound - recurrent) / per_token + 2; ++i) too_long.add_prompt_tokens(100);
+  const GenerateOutcome refused = RunGenerate(*stub, too_long);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.status.error_message().find("max_session_memory_bytes"), std::string::npos)
+      << refused.status.error_message();
+
+  // A turn that would grow past it stops where its state fits.
+  v1::GenerateRequest long_turn = MakeRequest("Go on.", "", 4000, 5, 1.0f);
+  long_turn.set_ignore_eos(true);
+  const GenerateOutcome capped = RunGenerate(*stub, long_turn);
+  ASSERT_TRUE(capped.status.ok()) << capped.status.error_message();
+  EXPECT_EQ(capped.finished.reason(), v1::FINISH_REASON_LENGTH);
+  const int64_t fed = capped.finished.usage().prompt_tokens() +
+                      capped.finished.usage().generated_tokens() - 1;
+  EXPECT_LE(StateBytes(layout, fed), bound);
+  EXPECT_GT(StateBytes(layout, fed + 2), bound);
+}
+
 // The prefix cache for a hybrid: a prompt seen twice leaves a snapshot at
 // its deepest chunk boundary, cut to that position (the metric is the
 // recurrent part plus the KV of exactly those tokens), and the third run

@@ -91,6 +91,73 @@ TEST(SessionPoolTest, MakeRoomSpillsTheLeastRecentlyUsedIdleDurableState) {
   EXPECT_EQ((*c)->state, nullptr);
 }
 
+// A growing state weighs by its length: 100 bytes plus 10 a token here.
+SessionMemoryBounds Bounds(int64_t max_bytes, int64_t per_tenant) {
+  return {max_bytes, per_tenant, [](int64_t position) { return 100 + 10 * position; }};
+}
+
+TEST(SessionPoolTest, MakeRoomSpillsByBytesAndRefusesAStateLargerThanTheBound) {
+  SessionPool pool(10, 10, 0, Bounds(/*max_bytes=*/500, 0));
+  auto a = pool.Add("", 1), b = pool.Add("", 2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  (*a)->position = 10;  // 200 bytes
+  (*b)->position = 5;   // 150 bytes
+  (*a)->state = std::make_unique<State>();
+  (*b)->state = std::make_unique<State>();
+  pool.Touch(*a);  // b is the least recently used
+  EXPECT_EQ(pool.ResidentBytes(), 350);
+  auto c = pool.Add("", 3);
+  (*c)->position = 10;  // 200 more: 550 > 500, so b goes, and only b
+  ASSERT_TRUE(pool.MakeRoom(*c).ok());
+  EXPECT_EQ((*b)->state, nullptr);
+  EXPECT_NE((*a)->state, nullptr);
+  (*c)->state = std::make_unique<State>();
+  EXPECT_EQ(pool.ResidentBytes(), 400);
+
+  // A state larger than the whole bound is refused by name, and nothing
+  // is spilled for it.
+  auto d = pool.Add("", 4);
+  (*d)->position = 41;  // 510 bytes
+  const absl::Status too_big = pool.MakeRoom(*d);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(too_big.message().find("max_session_memory_bytes = 500"), std::string::npos)
+      << too_big;
+  EXPECT_EQ(pool.ResidentBytes(), 400);
+
+  // A turn grew c past the bound: Trim spills the least recently used
+  // other state; with everything else busy it leaves the rest.
+  (*c)->position = 30;  // 400 bytes: 600 in all
+  pool.Touch(*c);
+  pool.Trim(*c);
+  EXPECT_EQ((*a)->state, nullptr);
+  EXPECT_EQ(pool.ResidentBytes(), 400);
+  EXPECT_EQ(pool.in_memory(), 1);
+}
+
+TEST(SessionPoolTest, ATenantsQuotaSpillsOnlyItsOwnStates) {
+  SessionPool pool(10, 10, 0, Bounds(/*max_bytes=*/0, /*per_tenant=*/300));
+  auto alice1 = pool.Add("alice", 1), bob = pool.Add("bob", 2), alice2 = pool.Add("alice", 3);
+  ASSERT_TRUE(alice1.ok() && bob.ok() && alice2.ok());
+  for (Session* s : {*alice1, *bob}) {
+    s->position = 10;  // 200 bytes each
+    s->state = std::make_unique<State>();
+  }
+  pool.Touch(*alice1);  // bob is the least recently used, but not alice's
+  (*alice2)->position = 5;  // 150: alice would hold 350 > 300
+  ASSERT_TRUE(pool.MakeRoom(*alice2).ok());
+  EXPECT_EQ((*alice1)->state, nullptr);
+  EXPECT_NE((*bob)->state, nullptr);
+  EXPECT_EQ(pool.ResidentBytesOf("bob"), 200);
+  (*alice2)->position = 21;  // 310 > 300 alone
+  const absl::Status over = pool.MakeRoom(*alice2);
+  EXPECT_NE(over.message().find("max_session_memory_bytes_per_tenant = 300"), std::string::npos)
+      << over;
+  // The "" tenant (auth off) has no quota.
+  auto anyone = pool.Add("", 4);
+  (*anyone)->position = 100;
+  EXPECT_TRUE(pool.MakeRoom(*anyone).ok());
+}
+
 TEST(SessionPoolTest, IdleSinceSkipsBusyAndUnwrittenSessions) {
   SessionPool pool(10, 10);
   auto old_idle = pool.Add("", 100), old_busy = pool.Add("", 100), fresh = pool.Add("", 900);
