@@ -70,6 +70,8 @@ nlohmann::json SessionJson(const SessionInfo& info) {
           {"object", "session"},
           {"position", info.position},
           {"state_bytes", info.state_bytes},
+          {"recurrent_state_bytes", info.recurrent_state_bytes},
+          {"kv_state_bytes", info.kv_state_bytes},
           {"created", info.created_unix_ms / 1000},
           {"created_unix_ms", info.created_unix_ms},
           {"last_used_unix_ms", info.last_used_unix_ms},

@@ -55,6 +55,9 @@ void ExpectSameSession(const Json& http, const v1::Session& grpc) {
   EXPECT_EQ(http["id"], grpc.id());
   EXPECT_EQ(http["position"], grpc.position());
   EXPECT_EQ(http["state_bytes"], grpc.state_bytes());
+  EXPECT_EQ(http["recurrent_state_bytes"], grpc.recurrent_state_bytes());
+  EXPECT_EQ(http["kv_state_bytes"], grpc.kv_state_bytes());
+  EXPECT_GT(grpc.recurrent_state_bytes(), 0);
   EXPECT_EQ(http["created_unix_ms"], grpc.created_unix_ms());
   EXPECT_EQ(http["busy"], grpc.busy());
 }
