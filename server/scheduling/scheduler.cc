@@ -89,6 +89,7 @@ class Scheduler::Impl {
   SessionCommands& commands() { return commands_; }
   NamedStates& named() { return named_; }
   const LanguageModel& model() const { return *model_; }
+  int64_t max_context_tokens() const { return options_.max_context_tokens; }
 
   // Facts fixed at start (Prepare adds the global named states).
   ModelFacts facts_;
@@ -755,6 +756,13 @@ void Scheduler::ImportSession(std::string tenant, SessionRecord record, Done<Ses
   if (absl::Status sound = CheckRestorable(record, impl_->model()); !sound.ok()) {
     return done(
         absl::DataLossError(absl::StrCat("the imported state file: ", sound.message())));
+  }
+  // A KV cache past this server's context could never take another token.
+  const int64_t max_context = impl_->max_context_tokens();
+  if (impl_->facts_.state_grows && max_context > 0 && record.position > max_context) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("the imported state file stands at position ", record.position,
+                     ", past this server's max_context_tokens = ", max_context)));
   }
   auto import = std::make_shared<PendingImport>(std::move(record));
   impl_->Post([impl = impl_.get(), tenant = std::move(tenant), import, done = std::move(done)] {

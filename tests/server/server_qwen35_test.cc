@@ -20,6 +20,7 @@
 #include "engine/qwen35/qwen35.h"
 #include "engine/qwen35/qwen35_config.h"
 #include "engine/qwen35/qwen35_random.h"
+#include "server/store/state_file.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
@@ -176,6 +177,70 @@ TEST_F(Qwen35ServerTest, ChatIsRenderedAsChatMl) {
       "/v1/chat/completions",
       nlohmann::json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
   EXPECT_EQ(reply.status, 200) << reply.body;
+}
+
+// Hostile state files of a hybrid, each sealed with a right checksum, are
+// refused by name at import and leave nothing stored: the KV cut short, a
+// header whose position lies about the KV's length, a position past this
+// server's context, and another model's fingerprint. The sound file imports.
+TEST_F(Qwen35ServerTest, HostileHybridStateFilesAreRefusedByName) {
+  auto stub = server_->Stub();
+  const auto exported_at = [&stub](const std::string& prompt) {
+    auto session = CreateSession(*stub, prompt);
+    EXPECT_TRUE(session.ok()) << session.status();
+    absl::StatusOr<std::string> file = ExportSession(*stub, session->id());
+    EXPECT_TRUE(file.ok()) << file.status();
+    absl::StatusOr<SessionRecord> record = DecodeStateFile(file.value_or(""), int64_t{1} << 30);
+    EXPECT_TRUE(record.ok()) << record.status();
+    return record.value_or(SessionRecord());
+  };
+  const SessionRecord sound = exported_at("A hybrid state: recurrent part and KV.");
+  const SessionRecord shorter = exported_at("Shorter.");
+  ASSERT_GT(sound.position, shorter.position);
+  const int before = SessionCount(*stub);
+  const auto import = [&stub](const SessionRecord& record) {
+    v1::Session session;
+    return ImportSession(*stub, EncodeStateFile(record), &session);
+  };
+  SessionRecord cut = sound;
+  cut.payload.resize(cut.payload.size() - 4 * sound.position);  // the last KV rows
+  SessionRecord lying = sound;
+  lying.payload = shorter.payload;  // a KV of fewer tokens than the header's position
+  SessionRecord alien = sound;
+  alien.model_fingerprint = std::string(64, 'a');
+  const struct {
+    const char* what;
+    const SessionRecord& record;
+    grpc::StatusCode code;
+    const char* named;
+  } cases[] = {
+      {"KV cut short", cut, grpc::StatusCode::DATA_LOSS, "does not fit the model"},
+      {"position lies", lying, grpc::StatusCode::DATA_LOSS, "the header says position"},
+      {"another model", alien, grpc::StatusCode::FAILED_PRECONDITION, "model"},
+  };
+  for (const auto& c : cases) {
+    const grpc::Status status = import(c.record);
+    EXPECT_EQ(status.error_code(), c.code) << c.what << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(c.named), std::string::npos)
+        << c.what << ": " << status.error_message();
+  }
+  EXPECT_EQ(SessionCount(*stub), before) << "a refused file left a session";
+
+  // Past the context of a server that holds fewer tokens.
+  auto narrow = ServerProcess::Start({"--model=" + *dir_, "--store_dir=" + FreshDir("qwen35-narrow"),
+                                      "--dtype=float32",
+                                      "--max_context_tokens=" + std::to_string(sound.position - 1)});
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  auto narrow_stub = (*narrow)->Stub();
+  v1::Session imported;
+  const grpc::Status past = ImportSession(*narrow_stub, EncodeStateFile(sound), &imported);
+  EXPECT_EQ(past.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << past.error_message();
+  EXPECT_NE(past.error_message().find("max_context_tokens"), std::string::npos)
+      << past.error_message();
+  EXPECT_EQ(SessionCount(*narrow_stub), 0);
+  // The sound file imports, and stands where it was.
+  ASSERT_TRUE(import(sound).ok());
+  EXPECT_EQ(SessionCount(*stub), before + 1);
 }
 
 // Session memory is bounded in bytes, by part: a hybrid's sessions weigh
