@@ -435,6 +435,49 @@ TEST_F(Qwen35ServerTest, SessionsForkExportAndImportAsTheLiveOne) {
   EXPECT_EQ(texts[2], texts[0]);
 }
 
+// A named state made from a hybrid's prompt P, then a turn X, gives the
+// tokens and logprobs of the single prompt P+X, and so does a session made
+// from it: the state after P holds the KV and recurrent part the whole
+// prompt's prefill passes through (P ends where the tokenizer splits anyway).
+TEST_F(Qwen35ServerTest, ANamedStateThenATurnEqualsTheWholePrompt) {
+  auto stub = server_->Stub();
+  const std::string p = "A hybrid state holds its recurrent part and its KV.\n";
+  const std::string x = "Then the turn goes on from it";
+  const auto sample = [&stub](const std::string& prompt, const std::string& session,
+                              const std::string& state) {
+    v1::GenerateRequest request = MakeRequest(prompt, session, 10, 11, 0.9f);
+    request.set_logprobs(true);
+    request.set_top_logprobs(3);
+    request.set_initial_state(state);
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    std::string out;
+    for (v1::GenerateResponse message : outcome.messages) {
+      message.clear_finished();
+      out += message.SerializeAsString();
+    }
+    return out;
+  };
+  const std::string whole = sample(p + x, "", "");
+  ASSERT_NE(sample(x, "", ""), whole) << "the state after p must matter";
+  grpc::ClientContext context;
+  v1::CreateNamedStateRequest create;
+  create.set_name("hybrid-preamble");
+  create.set_prompt(p);
+  v1::NamedState made;
+  const grpc::Status status = stub->CreateNamedState(&context, create, &made);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(made.position(), 0);
+  EXPECT_EQ(sample(x, "", "hybrid-preamble"), whole);
+  grpc::ClientContext session_context;
+  v1::CreateSessionRequest from;
+  from.set_initial_state("hybrid-preamble");
+  v1::Session session;
+  ASSERT_TRUE(stub->CreateSession(&session_context, from, &session).ok());
+  EXPECT_EQ(session.position(), made.position());
+  EXPECT_EQ(sample(x, session.id(), ""), whole);
+}
+
 // A directory that names Qwen3.5 but whose shard lost a tensor stops the
 // start, naming the tensor.
 TEST(Qwen35BrokenModelTest, AMissingTensorStopsTheStartNamingIt) {
