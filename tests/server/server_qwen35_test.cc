@@ -28,6 +28,16 @@
 namespace linserve {
 namespace {
 
+// What a client sees of a turn but the timings: text, tokens, logprobs.
+std::string OutputBits(const GenerateOutcome& outcome) {
+  std::string out;
+  for (v1::GenerateResponse message : outcome.messages) {
+    message.clear_finished();
+    out += message.SerializeAsString();
+  }
+  return out;
+}
+
 class Qwen35ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -330,12 +340,7 @@ TEST_F(Qwen35ServerTest, PrefixCacheHitsGiveTheCacheOffBits) {
     request.set_cache_salt("hybrid");
     GenerateOutcome outcome = RunGenerate(*server.Stub(), request);
     EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
-    std::string out;
-    for (v1::GenerateResponse message : outcome.messages) {
-      message.clear_finished();
-      out += message.SerializeAsString();
-    }
-    return std::make_pair(out, outcome.finished.usage());
+    return std::make_pair(OutputBits(outcome), outcome.finished.usage());
   };
   const auto [alone, alone_usage] = run(**off);
   grpc::ClientContext context;
@@ -451,12 +456,7 @@ TEST_F(Qwen35ServerTest, ANamedStateThenATurnEqualsTheWholePrompt) {
     request.set_initial_state(state);
     GenerateOutcome outcome = RunGenerate(*stub, request);
     EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
-    std::string out;
-    for (v1::GenerateResponse message : outcome.messages) {
-      message.clear_finished();
-      out += message.SerializeAsString();
-    }
-    return out;
+    return OutputBits(outcome);
   };
   const std::string whole = sample(p + x, "", "");
   ASSERT_NE(sample(x, "", ""), whole) << "the state after p must matter";
