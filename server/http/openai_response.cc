@@ -37,11 +37,6 @@ std::string OpenAiFinishReason(const TurnSummary& summary) {
   return summary.reason == FinishReason::kLength ? "length" : "stop";
 }
 
-std::string OpenAiCallFinishReason(const TurnSummary& summary) {
-  const std::string reason = OpenAiFinishReason(summary);
-  return reason == "stop" ? "tool_calls" : reason;
-}
-
 Json OpenAiUsage(const TurnSummary& summary) {
   return OpenAiUsage(summary, summary.generated_tokens);
 }
@@ -266,14 +261,13 @@ Json OpenAiResponder::ToolCallChunk(const ParsedToolCall& call) const {
 
 Json OpenAiResponder::Closing(const TurnSummary& summary, bool called, int32_t index) const {
   Json chunk = Envelope(true);
-  Json choice = Choice("", {}, called ? OpenAiCallFinishReason(summary) : OpenAiFinishReason(summary),
-                       true, index);
+  Json choice = Choice("", {}, called ? "tool_calls" : OpenAiFinishReason(summary), true, index);
   if (ReasoningSplitter* splitter = Splitter(index); splitter != nullptr) {
     SetSplit(choice["delta"], splitter->Flush(), false);
   }
   if (tool_calls_ && choice.contains("delta")) {
     FlushToolCalls(choice["delta"]);
-    if (tool_parser_->calls() > 0) choice["finish_reason"] = OpenAiCallFinishReason(summary);
+    if (tool_parser_->calls() > 0) choice["finish_reason"] = "tool_calls";
   }
   chunk["choices"] = Json::array({std::move(choice)});
   AddSession(chunk, summary.position);
@@ -310,8 +304,7 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
       tokens.insert(tokens.end(), piece.tokens.begin(), piece.tokens.end());
     }
     const std::optional<ParsedToolCall>& call = whole.call;
-    Json choice = Choice(text, tokens,
-                         call ? OpenAiCallFinishReason(*whole.summary) : OpenAiFinishReason(*whole.summary),
+    Json choice = Choice(text, tokens, call ? "tool_calls" : OpenAiFinishReason(*whole.summary),
                          false, static_cast<int32_t>(i));
     if (ReasoningSplitter* splitter = Splitter(static_cast<int32_t>(i)); splitter != nullptr) {
       ReasoningSplitter::Split split;
@@ -341,7 +334,7 @@ Json OpenAiResponder::Whole(const std::vector<WholeChoice>& choices, const Json&
                {"type", "function"},
                {"function", {{"name", parsed_call.name}, {"arguments", parsed_call.arguments}}}});
         }
-        choice["finish_reason"] = OpenAiCallFinishReason(*whole.summary);
+        choice["finish_reason"] = "tool_calls";
       } else {
         message["content"] = parsed.content;
       }

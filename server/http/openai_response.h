@@ -125,9 +125,6 @@ class OpenAiResponder {
 
 // "stop" (a stop string or EOS), "length", or "abort" (cut by the server).
 std::string OpenAiFinishReason(const TurnSummary& summary);
-// A turn that called tools: "tool_calls", unless max_tokens or a cancel cut
-// it ("length", "abort": the last call's arguments may be incomplete).
-std::string OpenAiCallFinishReason(const TurnSummary& summary);
 
 // OpenAI's usage object, with prompt_tokens_details.cached_tokens.
 nlohmann::json OpenAiUsage(const TurnSummary& summary);

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "server/http/chat_template.h"
@@ -410,35 +409,6 @@ TEST(OpenAiResponseTest, WholeAnswersAndChunks) {
   // A token's bytes may end inside a UTF-8 character: replaced, not thrown on.
   EXPECT_NE(DumpJson(Json{{"t", std::string("\xe2\x82", 2)}}).find("\xef\xbf\xbd"),
             std::string::npos);
-}
-
-// A turn that called a tool finishes with "tool_calls"; one that max_tokens
-// cut inside the call finishes with "length", whole and streamed, keeping
-// the call as far as it got (its arguments may lack a parameter).
-TEST(OpenAiResponseTest, ACallCutByMaxTokensFinishesWithLength) {
-  const std::vector<RequestJson> functions = {RequestJson::parse(
-      R"({"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}})")};
-  TurnPiece whole_call, cut_call;
-  whole_call.text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
-  cut_call.text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<param";
-  for (const auto& [piece, reason, expected] :
-       {std::tuple{whole_call, FinishReason::kEos, "tool_calls"},
-        std::tuple{whole_call, FinishReason::kStop, "tool_calls"},
-        std::tuple{cut_call, FinishReason::kLength, "length"}}) {
-    TurnSummary summary;
-    summary.reason = reason;
-    OpenAiResponder whole(OpenAiEndpoint::kChatCompletions, "m", false, "");
-    whole.SetToolCalls(ToolCallFormat::kQwen3Coder, functions, 1);
-    const Json answer = whole.Whole({piece}, summary);
-    EXPECT_EQ(answer["choices"][0]["finish_reason"], expected) << answer;
-    ASSERT_EQ(answer["choices"][0]["message"]["tool_calls"].size(), 1u) << answer;
-    EXPECT_EQ(answer["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
-
-    OpenAiResponder streamed(OpenAiEndpoint::kChatCompletions, "m", false, "");
-    streamed.SetToolCalls(ToolCallFormat::kQwen3Coder, functions, 1);
-    streamed.Chunk(piece);
-    EXPECT_EQ(streamed.Closing(summary)["choices"][0]["finish_reason"], expected);
-  }
 }
 
 TEST(HttpErrorsTest, StatusCodesMapToHttpStatusesAndShapes) {
