@@ -73,6 +73,16 @@ ReasoningSplitter::Split ReasoningSplitter::Flush() {
   return out;
 }
 
+bool ReasoningSplitter::PassLineStart() {
+  if (!line_start_) return true;
+  size_t drop = 0;
+  while (drop < held_.size() && held_[drop] == '\n') ++drop;
+  held_.erase(0, drop);
+  if (held_.empty()) return false;
+  line_start_ = false;
+  return true;
+}
+
 void ReasoningSplitter::Run(Split& out, bool at_end) {
   while (true) {
     if (phase_ == Phase::kStart) {
@@ -108,13 +118,7 @@ void ReasoningSplitter::Run(Split& out, bool at_end) {
         open_tag_unclosed_ = false;
         continue;
       }
-      if (line_start_) {
-        size_t drop = 0;
-        while (drop < held_.size() && held_[drop] == '\n') ++drop;
-        held_.erase(0, drop);
-        if (held_.empty()) return;
-        line_start_ = false;
-      }
+      if (!PassLineStart()) return;
       const size_t close = held_.find(kClose);
       if (close != std::string::npos) {
         size_t end = close;
@@ -139,13 +143,7 @@ void ReasoningSplitter::Run(Split& out, bool at_end) {
       return;
     }
     // Content.
-    if (line_start_) {
-      size_t drop = 0;
-      while (drop < held_.size() && held_[drop] == '\n') ++drop;
-      held_.erase(0, drop);
-      if (held_.empty()) return;
-      line_start_ = false;
-    }
+    if (!PassLineStart()) return;
     out.content += held_;
     held_.clear();
     return;

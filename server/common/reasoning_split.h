@@ -51,6 +51,9 @@ class ReasoningSplitter {
  private:
   enum class Phase { kStart, kReasoning, kContent };
   void Run(Split& out, bool at_end);
+  // At the start of a side, drops held_'s leading newlines; false while
+  // nothing else is held yet.
+  bool PassLineStart();
 
   ReasoningFormat format_;
   Phase phase_;

@@ -7,33 +7,9 @@
 // Usage: node openai_sdk_test.mjs BASE_URL NODE_DIR
 // (BASE_URL http://127.0.0.1:PORT; NODE_DIR holds node_modules/openai).
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { check, connect, finish } from "./sdk_test_common.mjs";
 
-const [baseUrl, nodeDir] = process.argv.slice(2);
-if (!baseUrl || !nodeDir) {
-  console.error("usage: node openai_sdk_test.mjs BASE_URL NODE_DIR");
-  process.exit(2);
-}
-// The package lives in the build tree, not beside this file, so it is
-// imported by path rather than by name.
-const { default: OpenAI } = await import(
-  pathToFileURL(join(nodeDir, "node_modules", "openai", "index.mjs")).href);
-
-// No retries: a 429 or 5xx must show as the failure it is.
-const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: "unused", maxRetries: 0,
-  timeout: 30_000 });
-
-let failures = 0;
-async function check(what, body) {
-  try {
-    await body();
-    console.log(`ok: ${what}`);
-  } catch (error) {
-    failures++;
-    console.log(`FAIL: ${what}\n  ${(error.stack ?? String(error)).replaceAll("\n", "\n  ")}`);
-  }
-}
+const { OpenAI, client, baseUrl } = await connect("openai_sdk_test.mjs");
 
 // POST /tokenize (not in the SDK): {tokens, count} of a prompt or messages.
 async function tokenize(body) {
@@ -332,8 +308,4 @@ await check("an unknown model is a 404 NotFoundError", async () => {
     OpenAI.NotFoundError, 404);
 });
 
-if (failures > 0) {
-  console.log(`${failures} check(s) failed`);
-  process.exit(1);
-}
-console.log("all checks passed");
+finish();

@@ -5,29 +5,9 @@
 // stream helper, and the call's result sent back for the next turn.
 // Usage: node openai_sdk_tools_test.mjs BASE_URL NODE_DIR
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { check, connect, finish } from "./sdk_test_common.mjs";
 
-const [baseUrl, nodeDir] = process.argv.slice(2);
-if (!baseUrl || !nodeDir) {
-  console.error("usage: node openai_sdk_tools_test.mjs BASE_URL NODE_DIR");
-  process.exit(2);
-}
-const { default: OpenAI } = await import(
-  pathToFileURL(join(nodeDir, "node_modules", "openai", "index.mjs")).href);
-const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: "unused", maxRetries: 0,
-  timeout: 30_000 });
-
-let failures = 0;
-async function check(what, body) {
-  try {
-    await body();
-    console.log(`ok: ${what}`);
-  } catch (error) {
-    failures++;
-    console.log(`FAIL: ${what}\n  ${(error.stack ?? String(error)).replaceAll("\n", "\n  ")}`);
-  }
-}
+const { client, baseUrl } = await connect("openai_sdk_tools_test.mjs");
 
 const model = (await client.models.list()).data[0];
 const tools = [{ type: "function", function: { name: "get_weather", strict: true,
@@ -76,7 +56,4 @@ await check("a tool round trip: call, streamed call, result, next turn", async (
   assert.ok(["stop", "length", "tool_calls"].includes(next.choices[0].finish_reason));
 });
 
-if (failures > 0) {
-  console.log(`${failures} check(s) failed`);
-  process.exit(1);
-}
+finish();
