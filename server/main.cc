@@ -172,6 +172,11 @@ ABSL_FLAG(int64_t, max_session_memory_bytes, int64_t{8} << 30,
 ABSL_FLAG(int64_t, max_session_memory_bytes_per_tenant, 0,
           "As --max_session_memory_bytes, for one authenticated tenant's sessions; 0 is no "
           "quota");
+ABSL_FLAG(int32_t, conversation_kept_states, 4,
+          "States a session keeps where its conversation's turns begin "
+          "(GenerateRequest.keep_state_at; a hybrid's recurrent part), so that a turn whose "
+          "chat template renders an earlier turn anew prefills only from there; the oldest "
+          "go first; they count towards --max_session_memory_bytes; 0 keeps none");
 ABSL_FLAG(int64_t, max_store_bytes, int64_t{16} << 30,
           "Bytes of state files the disk store may hold (files already there count); a save "
           "past it is refused with RESOURCE_EXHAUSTED");
@@ -343,6 +348,7 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
   s.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   s.max_session_memory_bytes = absl::GetFlag(FLAGS_max_session_memory_bytes);
   s.max_session_memory_bytes_per_tenant = absl::GetFlag(FLAGS_max_session_memory_bytes_per_tenant);
+  s.conversation_kept_states = absl::GetFlag(FLAGS_conversation_kept_states);
   s.session_ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_seconds));
   s.max_state_bytes = per_model(absl::GetFlag(FLAGS_max_state_bytes), defaults->max_state_bytes);
   s.session_lease = absl::Milliseconds(absl::GetFlag(FLAGS_session_lease_ms));
@@ -411,13 +417,15 @@ absl::StatusOr<ServiceOptions> OptionsFromFlags() {
       absl::GetFlag(FLAGS_session_ttl_seconds) < 0 || s.max_sessions_per_tenant < 0 ||
       s.max_context_tokens < 0 || s.prefix_cache_bytes < 0 || s.prefix_cache_sightings < 0 ||
       l.max_cache_salt_bytes < 0 || s.named_state_cache_bytes < 0 ||
-      s.max_session_memory_bytes < 0 || s.max_session_memory_bytes_per_tenant < 0) {
+      s.max_session_memory_bytes < 0 || s.max_session_memory_bytes_per_tenant < 0 ||
+      s.conversation_kept_states < 0) {
     return absl::InvalidArgumentError(
         "--max_queued_requests, --max_stop_sequences, --max_top_logprobs, "
         "--session_ttl_seconds, --max_sessions_per_tenant, --max_context_tokens, "
         "--prefix_cache_bytes, --prefix_cache_sightings, --max_cache_salt_bytes, "
-        "--named_state_cache_bytes, --max_session_memory_bytes and "
-        "--max_session_memory_bytes_per_tenant must not be negative");
+        "--named_state_cache_bytes, --max_session_memory_bytes, "
+        "--max_session_memory_bytes_per_tenant and --conversation_kept_states must not be "
+        "negative");
   }
   // The JSON grammar every schema builds on nests a few parentheses and
   // counts up to {1,16} itself; a pattern's groups each take a level of the

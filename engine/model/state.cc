@@ -116,13 +116,23 @@ State StackStates(const std::vector<const State*>& states) {
   return out;
 }
 
-std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
+namespace {
+
+// Per layer, per tensor: whether it grows with the position.
+std::vector<std::vector<bool>> GrowingTensors(const StateLayout& layout) {
   std::vector<std::vector<bool>> grows(layout.n_layers());
   for (int64_t l = 0; l < layout.n_layers(); ++l) {
     for (const StateTensorSpec& spec : layout.layer(l)) {
       grows[l].push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
     }
   }
+  return grows;
+}
+
+}  // namespace
+
+std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
+  const std::vector<std::vector<bool>> grows = GrowingTensors(layout);
   std::vector<State> out(batch.positions.size());
   for (size_t b = 0; b < out.size(); ++b) {
     const int64_t position = batch.positions[b];
@@ -137,6 +147,36 @@ std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
       }
       out[b].layers.push_back(std::move(piece));
     }
+  }
+  return out;
+}
+
+State KeepFixedPart(const State& one, const StateLayout& layout) {
+  const std::vector<std::vector<bool>> grows = GrowingTensors(layout);
+  State kept;
+  kept.positions = one.positions;
+  for (size_t l = 0; l < one.layers.size(); ++l) {
+    LayerState part;
+    for (size_t i = 0; i < one.layers[l].size(); ++i) {
+      part.push_back(grows[l][i] ? torch::Tensor() : one.layers[l][i].clone());
+    }
+    kept.layers.push_back(std::move(part));
+  }
+  return kept;
+}
+
+State ResumeFromKept(const State& kept, const State& live, const StateLayout& layout) {
+  const std::vector<std::vector<bool>> grows = GrowingTensors(layout);
+  const int64_t position = kept.positions[0];
+  State out;
+  out.positions = {position};
+  for (size_t l = 0; l < kept.layers.size(); ++l) {
+    LayerState layer;
+    for (size_t i = 0; i < kept.layers[l].size(); ++i) {
+      layer.push_back(grows[l][i] ? live.layers[l][i].narrow(kGrowDim, 0, position).clone()
+                                  : kept.layers[l][i].clone());
+    }
+    out.layers.push_back(std::move(layer));
   }
   return out;
 }

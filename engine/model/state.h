@@ -74,6 +74,18 @@ std::vector<State> SplitState(const State& batch, const StateLayout& layout);
 // A deep copy (what ForkSession needs).
 State CloneState(const State& state);
 
+// What a session keeps of its state at a point of its conversation, to go
+// back to it later (GenerateRequest.keep_state_at): a copy of one session's
+// tensors that do not grow with the position (the whole of a constant state,
+// a hybrid's recurrent part), the growing ones left undefined.
+State KeepFixedPart(const State& one, const StateLayout& layout);
+// The state at `kept`'s position: a copy of its fixed part, and `live`'s
+// growing tensors cut to that position. `live` must be the same session
+// later on, having consumed the same tokens up to there: a KV cache only
+// appends, so its entries before that position are the kept state's own.
+// The result owns its memory.
+State ResumeFromKept(const State& kept, const State& live, const StateLayout& layout);
+
 // The same state on `device` (CPU, or CUDA when LibTorch has it).
 State MoveState(const State& state, const torch::Device& device);
 

@@ -153,6 +153,21 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                "Prompt tokens not prefilled thanks to a cached prefix state");
   prefix_evictions_ = counter("linserve_prefix_cache_evictions_total",
                               "Prefix states dropped to stay within --prefix_cache_bytes");
+  conversation_turns_ = &BuildCounter()
+                             .Name("linserve_conversation_turns_total")
+                             .Help("Conversation turns by where they went on from: the "
+                                   "session's position, a state it kept, or the start")
+                             .Register(r);
+  for (const char* resumed : {"session", "kept_state", "start"}) {
+    conversation_turns_->Add({{"resumed", resumed}});
+  }
+  conversation_prefilled_ =
+      counter("linserve_conversation_prefilled_tokens_total",
+              "Tokens conversation turns prefilled (the rest their sessions held)");
+  conversation_dropped_ =
+      counter("linserve_conversation_dropped_tokens_total",
+              "Tokens sessions had consumed that a conversation turn went back past, because "
+              "its conversation differs there (a template that re-renders an earlier turn)");
   tool_calls_malformed_ =
       counter("linserve_tool_calls_malformed_total",
               "Tool calls in a model's answer that did not parse, left as text");

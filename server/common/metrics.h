@@ -89,6 +89,15 @@ class Metrics {
   prometheus::Counter& prefix_cache_hit_tokens_total() { return *prefix_hit_tokens_; }
   prometheus::Counter& prefix_cache_evictions_total() { return *prefix_evictions_; }
   prometheus::Gauge& prefix_cache_bytes() { return *prefix_bytes_; }
+  // Conversation turns (GenerateRequest.conversation), by where they went on
+  // from: the session's own position, a state it kept, or the start; the
+  // tokens they prefilled, and those the session had consumed and dropped
+  // (what it prefills again).
+  prometheus::Counter& conversation_turns_total(const std::string& resumed) {
+    return conversation_turns_->Add({{"resumed", resumed}});
+  }
+  prometheus::Counter& conversation_prefilled_tokens_total() { return *conversation_prefilled_; }
+  prometheus::Counter& conversation_dropped_tokens_total() { return *conversation_dropped_; }
   // A model's tool calls (server/http/tool_call_parser.h): calls left as
   // text, and parameters kept as strings against their schema's type.
   prometheus::Counter& tool_calls_malformed_total() { return *tool_calls_malformed_; }
@@ -136,6 +145,9 @@ class Metrics {
   prometheus::Counter* prefix_hit_tokens_;
   prometheus::Counter* prefix_evictions_;
   prometheus::Gauge* prefix_bytes_;
+  prometheus::Family<prometheus::Counter>* conversation_turns_;
+  prometheus::Counter* conversation_prefilled_;
+  prometheus::Counter* conversation_dropped_;
   prometheus::Counter* tool_calls_malformed_;
   prometheus::Counter* tool_call_values_unconverted_;
   prometheus::Gauge* named_global_;

@@ -115,7 +115,10 @@ void CompletionCall::Log(const std::string& code, const std::string& error,
   logged_ = true;
   ticket_ = StreamLimit::Ticket();  // the stream is over
   LogGenerate("http", code, error, summary);
-  if (endpoint_ != OpenAiEndpoint::kChatCompletions || session_id_.empty()) return;
+  if (endpoint_ != OpenAiEndpoint::kChatCompletions || session_id_.empty() ||
+      request_.generate.conversation()) {
+    return;
+  }
   // A failed or cut turn leaves its session as it was; a finished one moved
   // it on, whether or not its client stayed to read the end.
   const bool changed = summary != nullptr && !summary->cancelled;
@@ -185,13 +188,28 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     if (!ids.ok()) return field_error(ids.status());
     request_.generate.clear_prompt();
     for (int64_t id : *ids) request_.generate.add_prompt_tokens(static_cast<int32_t>(id));
+    if (request_.generate.conversation()) {
+      // The session keeps its state where the history's tokens end, as far
+      // as they are the conversation's.
+      absl::StatusOr<std::vector<int64_t>> history =
+          scheduler_->model_facts().token_codec->TryEncode(
+              request_.history_prompt, /*starts_text=*/false, request_.history_plain);
+      if (!history.ok()) return field_error(history.status());
+      size_t keep = 0;
+      while (keep < history->size() && keep < ids->size() && (*history)[keep] == (*ids)[keep]) {
+        ++keep;
+      }
+      request_.generate.set_keep_state_at(static_cast<int64_t>(keep));
+    }
   }
 
   // A chat session whose last turn stopped short of the template's turn end
   // gets it first, so that it holds what a stateless chat renders.
   if (const std::string& continued = request_.generate.session_id(); !continued.empty()) {
     session_id_ = continued;
-    if (endpoint_ != OpenAiEndpoint::kChatCompletions) {
+    if (request_.generate.conversation()) {
+      // Its whole conversation is rendered: nothing to add.
+    } else if (endpoint_ != OpenAiEndpoint::kChatCompletions) {
       handlers_->chat_turn_ends_.Forget(continued);
     } else if (handlers_->chat_turn_ends_.TakeMissingEnd(continued)) {
       fed_turn_end_ = true;

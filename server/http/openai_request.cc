@@ -373,7 +373,8 @@ absl::StatusOr<Json> JinjaMessages(const Json& messages) {
 }
 
 absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const OpenAiTools& tools,
-                          v1::GenerateRequest& out, std::vector<ByteRange>& prompt_plain) {
+                          bool in_session, OpenAiRequest& request) {
+  v1::GenerateRequest& out = request.generate;
   const Json* messages = f.Get("messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages must be a non-empty list");
@@ -388,13 +389,30 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
   if (chat_template.jinja() != nullptr) {
     LINSERVE_ASSIGN_OR_RETURN(Json jinja_messages, JinjaMessages(*messages));
     const Json* sent_tools = f.Get("tools");
+    const Json listed = tools.active() && sent_tools != nullptr ? *sent_tools : Json();
     LINSERVE_ASSIGN_OR_RETURN(
         RenderedPrompt rendered,
-        chat_template.RenderJinja(jinja_messages,
-                                  tools.active() && sent_tools != nullptr ? *sent_tools : Json(),
-                                  add_generation_prompt, kwargs));
+        chat_template.RenderJinja(jinja_messages, listed, add_generation_prompt, kwargs));
     out.set_prompt(std::move(rendered.text));
-    prompt_plain = std::move(rendered.plain);
+    request.prompt_plain = std::move(rendered.plain);
+    if (in_session) {
+      // The messages are the session's whole conversation: it feeds what it
+      // does not hold, and keeps its state where the history ends, before
+      // the generation prompt, for the next turn, which the template may
+      // render differently from there on (earlier reasoning dropped).
+      out.set_conversation(true);
+      if (add_generation_prompt) {
+        LINSERVE_ASSIGN_OR_RETURN(
+            RenderedPrompt history,
+            chat_template.RenderJinja(jinja_messages, listed, /*add_generation_prompt=*/false,
+                                      kwargs));
+        request.history_prompt = std::move(history.text);
+        request.history_plain = std::move(history.plain);
+      } else {
+        request.history_prompt = out.prompt();
+        request.history_plain = request.prompt_plain;
+      }
+    }
     return absl::OkStatus();
   }
   std::vector<ChatMessage> parsed;
@@ -544,12 +562,13 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   if (out.n > 1 && out.tools.active()) {
     return Invalid(absl::StrCat("n = ", out.n, " with tools is not supported; send n = 1"));
   }
+  LINSERVE_RETURN_IF_ERROR(ReadSession(f, header_session_id, out));
   if (endpoint == OpenAiEndpoint::kCompletions) {
     if (out.tools.active()) return Invalid("tools need /v1/chat/completions");
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
   } else {
-    LINSERVE_RETURN_IF_ERROR(
-        ReadMessages(f, chat_template, out.tools, out.generate, out.prompt_plain));
+    const bool in_session = out.new_session || !out.generate.session_id().empty();
+    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.tools, in_session, out));
     out.template_stop = chat_template.stop();
   }
   LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));
@@ -604,15 +623,6 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   }
   std::string user;  // accepted, as OpenAI's end-user id; not used
   LINSERVE_RETURN_IF_ERROR(f.String("user", &user));
-  LINSERVE_RETURN_IF_ERROR(ReadSession(f, header_session_id, out));
-  if (endpoint == OpenAiEndpoint::kChatCompletions && chat_template.jinja() != nullptr &&
-      (out.new_session || !out.generate.session_id().empty())) {
-    // A session feeds only its new messages; a Jinja template renders a
-    // whole history (and may re-render earlier turns), so its turns are
-    // stateless requests for now.
-    return Invalid("session_id: chat sessions are not supported with this model's Jinja chat "
-                   "template; send the whole history without a session");
-  }
   f.Unread(&out.ignored_fields, &out.ignored_field_count);
   return out;
 }

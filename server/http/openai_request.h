@@ -29,6 +29,11 @@ struct OpenAiRequest {
   // Where a Jinja-rendered prompt holds special token texts the request sent:
   // encoded as plain text (special_text_fence.h).
   std::vector<ByteRange> prompt_plain;
+  // A Jinja chat session's turn (generate.conversation): its messages
+  // rendered without the generation prompt, where the session keeps its
+  // state (generate.keep_state_at, set once both are encoded).
+  std::string history_prompt;
+  std::vector<ByteRange> history_plain;
   std::string model;                       // as sent; empty: not sent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

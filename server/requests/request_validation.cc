@@ -196,6 +196,34 @@ std::string ChoiceGrammar(const std::vector<std::string>& choices) {
   return gbnf;
 }
 
+namespace {
+
+// GenerateRequest.conversation and keep_state_at.
+absl::Status ValidateConversation(const v1::GenerateRequest& request, GenerateCall& call) {
+  call.conversation = request.conversation();
+  call.keep_state_at = request.keep_state_at();
+  if (call.conversation && call.session_id.empty()) {
+    return Invalid("conversation needs session_id: it is the whole conversation of a session");
+  }
+  if (call.conversation && request.prompt().empty() && request.prompt_tokens().empty()) {
+    return Invalid("conversation is set and the prompt is empty; send the conversation");
+  }
+  if (call.keep_state_at != 0 && !call.conversation) {
+    return Invalid("keep_state_at needs conversation = true");
+  }
+  const int64_t length = request.prompt_tokens().empty()
+                             ? static_cast<int64_t>(request.prompt().size())
+                             : static_cast<int64_t>(request.prompt_tokens().size());
+  if (call.keep_state_at < 0 || call.keep_state_at > length) {
+    return Invalid(absl::StrCat("keep_state_at = ", call.keep_state_at, " is outside [0, ", length,
+                                "] (the conversation's ",
+                                request.prompt_tokens().empty() ? "bytes" : "tokens", ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                      const RequestLimits& limits) {
   GenerateCall call;
@@ -219,6 +247,7 @@ absl::StatusOr<GenerateCall> ValidateGenerateRequest(const v1::GenerateRequest& 
   call.prompt_tokens.assign(request.prompt_tokens().begin(), request.prompt_tokens().end());
   LINSERVE_RETURN_IF_ERROR(ValidateCacheSalt("cache_salt", request.cache_salt(), limits));
   call.cache_salt = request.cache_salt();
+  LINSERVE_RETURN_IF_ERROR(ValidateConversation(request, call));
 
   const v1::SamplingParams& s = request.sampling();
   SamplingParams& p = call.sampling;

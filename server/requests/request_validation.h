@@ -50,6 +50,11 @@ struct GenerateCall {
   // (best_of ranks its choices by the sum).
   bool cumulative_logprob = false;
   std::string cache_salt;  // keeps the prompt's prefix apart in the prefix-state cache
+  // The prompt is the session's whole conversation (GenerateRequest.conversation);
+  // keep_state_at is where in it (bytes of `prompt` or an index into
+  // `prompt_tokens`) the session keeps a state for later turns (0: nowhere).
+  bool conversation = false;
+  int64_t keep_state_at = 0;
   // The constraint, parsed (null: none), and its GBNF text, which names it in
   // the engine's cache of grammars.
   std::shared_ptr<const Grammar> grammar;

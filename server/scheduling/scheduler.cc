@@ -173,7 +173,7 @@ Scheduler::Impl::Impl(std::unique_ptr<LanguageModel> model, StateStore* store, M
       commands_(*model_, sessions_),
       named_(*model_, facts_.fingerprint, sessions_, metrics, options),
       runner_(*model_, sessions_, prefix_cache_, metrics, options.max_context_tokens,
-              options.grammar_masks, [this] { TurnEnded(); },
+              options.conversation_kept_states, options.grammar_masks, [this] { TurnEnded(); },
               [this](std::unique_ptr<Turn> turn) { Adopt(std::move(turn)); }) {
   metrics_->state_bytes_per_session().Set(static_cast<double>(facts_.state_bytes_per_session));
   // A growing state's snapshots also grow: how many fit is then an upper
@@ -430,7 +430,7 @@ bool Scheduler::Impl::Prefill() {
   // Pieces end on chunk boundaries (server/scheduling/prefill_pieces.h).
   auto piece = [chunk](const Turn& turn, int64_t budget, bool first) {
     return NextPieceLength(static_cast<int64_t>(turn.prefilled),
-                           static_cast<int64_t>(turn.prefill.size()), turn.snapshot_at, budget,
+                           static_cast<int64_t>(turn.prefill.size()), turn.next_stop(), budget,
                            chunk, first);
   };
   int64_t budget = options_.prefill_token_budget;

@@ -39,6 +39,10 @@ struct SchedulerOptions {
   // quota). A growing state (Qwen3.5's KV) weighs by its length.
   int64_t max_session_memory_bytes = int64_t{8} << 30;
   int64_t max_session_memory_bytes_per_tenant = 0;
+  // States a session keeps at points of its conversation
+  // (GenerateRequest.keep_state_at), the oldest dropped first; 0: none. Each
+  // weighs a state's bytes at position 0 (a hybrid's recurrent part).
+  int32_t conversation_kept_states = 4;
   absl::Duration session_ttl = absl::Hours(24);  // idle sessions are deleted; zero: never
   int64_t max_state_bytes = 64 << 20;            // a state file read from the store
   // With a store several servers share: how long a turn's lease on its

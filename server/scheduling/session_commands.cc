@@ -48,6 +48,7 @@ void SessionCommands::CreateFrom(const std::string& tenant, State state, int64_t
   (*session)->position = position;
   (*session)->pending_token = pending_token;
   (*session)->origin = std::move(origin);
+  (*session)->tokens_known = false;  // a named state's tokens are not known
   sessions_.CheckpointThenAnswer(**session, done, "the new session");
 }
 
@@ -119,6 +120,11 @@ void SessionCommands::Fork(const std::string& tenant, const std::string& id,
         fork.pending_token = (*source)->pending_token;
         fork.origin = (*source)->origin;
         fork.rng = (*source)->rng;
+        // The same tokens, and the kept states (never changed, so shared):
+        // the fork's KV cache begins with the same entries.
+        fork.tokens = (*source)->tokens;
+        fork.tokens_known = (*source)->tokens_known;
+        fork.kept = (*source)->kept;
         sessions_.CheckpointThenAnswer(fork, done, "the fork");
       });
 }
@@ -148,6 +154,7 @@ void SessionCommands::Import(const std::string& tenant, std::shared_ptr<PendingI
   imported.pending_token = record.pending_token;
   imported.origin = record.origin;
   imported.rng = {record.rng_seed, record.rng_draws};
+  imported.tokens_known = false;  // a state file holds no tokens
   sessions_.CheckpointImported(imported, std::move(import), done);
 }
 

@@ -27,6 +27,7 @@ std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
   session->rng = {record.rng_seed, record.rng_draws};
   session->created_unix_ms = record.created_unix_ms;
   session->last_used_unix_ms = record.last_used_unix_ms;
+  session->tokens_known = false;  // a state file holds no tokens
   return session;
 }
 

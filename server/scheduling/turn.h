@@ -53,6 +53,14 @@ struct Turn {
   std::vector<std::string> prefix_keys;
   int64_t cached_tokens = 0;
   int64_t snapshot_at = 0;
+  // A session's turn: the tokens its session consumed before `prefill`
+  // (while known), so that the session knows its tokens after the turn, and
+  // the states it keeps (Session::kept), with the one this turn keeps at
+  // `keep_state_at` (an index into `prefill`; 0: none) added.
+  std::vector<int32_t> tokens_before;
+  bool tokens_known = false;
+  std::vector<KeptState> kept;
+  int64_t keep_state_at = 0;
   std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
   uint64_t seed = 0;
   int64_t next_token = -1;  // sampled, fed to the model by the next decode step
@@ -86,6 +94,15 @@ struct Turn {
   // Its prompt's logits are never sampled: it may resume past its whole prompt.
   bool only_prefills() const { return creates_session() || makes_named_state(); }
   bool prefilling() const { return prefilled < prefill.size(); }
+  // Where its next prefill piece must end (a prefix-cache snapshot or a kept
+  // state is due there); 0: nowhere.
+  int64_t next_stop() const {
+    int64_t stop = 0;
+    for (int64_t at : {snapshot_at, keep_state_at}) {
+      if (at > static_cast<int64_t>(prefilled) && (stop == 0 || at < stop)) stop = at;
+    }
+    return stop;
+  }
   bool cancelled() const { return sink != nullptr && sink->Cancelled(); }
 };
 

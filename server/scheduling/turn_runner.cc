@@ -43,7 +43,7 @@ uint64_t ChoiceSeed(const Turn& turn) {
 }  // namespace
 
 TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
-                       Metrics* metrics, int64_t max_context_tokens,
+                       Metrics* metrics, int64_t max_context_tokens, int32_t max_kept_states,
                        const GrammarMaskOptions& grammar_masks, std::function<void()> turn_ended,
                        std::function<void(std::unique_ptr<Turn>)> forked)
     : model_(model),
@@ -52,6 +52,7 @@ TurnRunner::TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCac
       prefix_cache_(prefix_cache),
       metrics_(metrics),
       max_context_tokens_(model.StateGrowsWithPosition() ? max_context_tokens : 0),
+      max_kept_states_(max_kept_states),
       turn_ended_(std::move(turn_ended)),
       forked_(std::move(forked)),
       pool_(model.state_layout()),
@@ -138,6 +139,9 @@ absl::Status TurnRunner::Begin(Turn& turn) {
     session->position = position;
     session->pending_token = origin != nullptr ? origin->pending_token : -1;
     session->origin = turn.origin_digest;
+    // A named state's tokens are not known.
+    session->tokens_known = origin == nullptr;
+    turn.tokens_known = session->tokens_known;
     turn.session_id = session->id;
     turn.state = CloneState(*session->state);
     LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt,
@@ -171,24 +175,31 @@ absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLeas
   // frees the session and gives the lease up.
   turn.session_id = session.id;
   turn.lease = lease;
-  if (session.pending_token >= 0) turn.prefill.push_back(session.pending_token);
-  const bool fresh = session.position == 0 && session.pending_token < 0;
-  LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt, PromptTokens(turn.call, fresh));
-  turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
-  // Nothing to feed: a new session of a model that takes no BOS, or one
-  // whose last turn sampled nothing.
-  if (turn.prefill.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt is empty and session_id ", session.id,
-        " has no pending token to continue from; send at least 1 byte"));
-  }
-  LINSERVE_RETURN_IF_ERROR(
-      FitContext(turn, session.position, static_cast<int64_t>(turn.prefill.size())));
-  turn.state = CloneState(*session.state);
   // A session made from a state-tuned named state stands at position 0
   // too: its origin keeps its prompts apart from fresh states'.
   turn.origin_digest = session.origin;
-  if (fresh) UsePrefixCache(turn);
+  if (turn.call.conversation) {
+    LINSERVE_RETURN_IF_ERROR(ResumeConversation(turn, session));
+  } else {
+    if (session.pending_token >= 0) turn.prefill.push_back(session.pending_token);
+    const bool fresh = session.position == 0 && session.pending_token < 0;
+    LINSERVE_ASSIGN_OR_RETURN(const std::vector<int64_t> prompt, PromptTokens(turn.call, fresh));
+    turn.prefill.insert(turn.prefill.end(), prompt.begin(), prompt.end());
+    // Nothing to feed: a new session of a model that takes no BOS, or one
+    // whose last turn sampled nothing.
+    if (turn.prefill.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt is empty and session_id ", session.id,
+          " has no pending token to continue from; send at least 1 byte"));
+    }
+    LINSERVE_RETURN_IF_ERROR(
+        FitContext(turn, session.position, static_cast<int64_t>(turn.prefill.size())));
+    turn.state = CloneState(*session.state);
+    turn.tokens_before = session.tokens;
+    turn.tokens_known = session.tokens_known;
+    turn.kept = session.kept;
+    if (fresh) UsePrefixCache(turn);
+  }
   // Without a seed of its own a turn continues the session's random
   // stream, so a conversation replays identically after a restart. A
   // stream has drawn, or has a seed the server picked (never 0); 0 is a
@@ -199,6 +210,86 @@ absl::Status TurnRunner::BeginSessionTurn(Turn& turn, Session& session, TurnLeas
   }
   StartGeneration(turn, rng);
   return absl::OkStatus();
+}
+
+absl::Status TurnRunner::ResumeConversation(Turn& turn, const Session& session) {
+  LINSERVE_ASSIGN_OR_RETURN(std::vector<int64_t> conversation,
+                            PromptTokens(turn.call, /*starts_text=*/true));
+  if (conversation.empty()) {
+    return absl::InvalidArgumentError("prompt: the conversation encodes to no tokens");
+  }
+  LINSERVE_ASSIGN_OR_RETURN(const int64_t keep_at, KeepStateIndex(turn.call, conversation));
+  // The logits after its last token are sampled: that token is always fed.
+  const auto usable = static_cast<int64_t>(conversation.size()) - 1;
+  int64_t common = 0;
+  if (session.tokens_known) {
+    const int64_t held = std::min(usable, static_cast<int64_t>(session.tokens.size()));
+    while (common < held && session.tokens[common] == conversation[common]) ++common;
+  }
+  // Where it goes on from: the session's own position when the
+  // conversation begins with all it consumed (its pending token, never fed,
+  // is simply the next token or replaced); else the latest kept state the
+  // conversation still begins with; else the start.
+  const char* resumed = "start";
+  int64_t from = 0;
+  turn.tokens_known = true;
+  if (session.tokens_known && common == session.position) {
+    if (session.position > 0) resumed = "session";
+    from = session.position;
+    turn.state = CloneState(*session.state);
+  } else {
+    const KeptState* kept = nullptr;
+    for (const KeptState& k : session.kept) {
+      if (k.position <= common && (kept == nullptr || k.position > kept->position)) kept = &k;
+    }
+    if (kept != nullptr) {
+      resumed = "kept_state";
+      from = kept->position;
+      turn.state = ResumeFromKept(*kept->state, *session.state, model_.state_layout());
+    } else if (!session.origin.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "conversation: session_id ", session.id, " was made from a named state and its "
+          "conversation differs from what it holds; a conversation session starts fresh"));
+    } else {
+      turn.state = model_.NewState();
+    }
+  }
+  // States kept past `from` hold tokens the conversation replaces.
+  for (const KeptState& k : session.kept) {
+    if (k.position <= from) turn.kept.push_back(k);
+  }
+  metrics_->conversation_turns_total(resumed).Increment();
+  metrics_->conversation_prefilled_tokens_total().Increment(
+      static_cast<double>(static_cast<int64_t>(conversation.size()) - from));
+  if (from < session.position) {
+    metrics_->conversation_dropped_tokens_total().Increment(
+        static_cast<double>(session.position - from));
+  }
+  turn.prefill = std::move(conversation);
+  turn.prefilled = static_cast<size_t>(from);
+  turn.cached_tokens = from;
+  turn.keep_state_at = keep_at > from ? keep_at : 0;
+  LINSERVE_RETURN_IF_ERROR(
+      FitContext(turn, from, static_cast<int64_t>(turn.prefill.size()) - from));
+  if (from == 0) UsePrefixCache(turn);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TurnRunner::KeepStateIndex(const GenerateCall& call,
+                                                   const std::vector<int64_t>& conversation) const {
+  if (call.keep_state_at == 0 || !call.prompt_tokens.empty()) return call.keep_state_at;
+  // A byte offset: the tokens of the text before it, as far as they are
+  // also the conversation's (a token that spans the offset ends the match).
+  LINSERVE_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> before,
+      tokenizer_.TryEncode(std::string_view(call.prompt).substr(0, call.keep_state_at),
+                           /*starts_text=*/true));
+  size_t index = 0;
+  while (index < before.size() && index < conversation.size() &&
+         before[index] == conversation[index]) {
+    ++index;
+  }
+  return static_cast<int64_t>(index);
 }
 
 void TurnRunner::StartGeneration(Turn& turn, SamplerRngState rng) {
@@ -299,6 +390,9 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
                                : CloneState(turn.state),
                            model_.StateBytes(turn.snapshot_at));
     }
+    if (turn.keep_state_at > 0 && static_cast<int64_t>(turn.prefilled) == turn.keep_state_at) {
+      KeepState(turn);
+    }
     if (turn.prefilling()) continue;
     if (turn.only_prefills()) {
       FinishTurn(turn, /*cancelled=*/false);
@@ -334,6 +428,15 @@ void TurnRunner::PrefillGroup(const std::vector<Turn*>& group, int64_t n) {
     return SampleAndEmit(sampling, own, copies);
   }
   SampleAndEmit(sampling, rows, *logits);
+}
+
+void TurnRunner::KeepState(Turn& turn) {
+  turn.kept.push_back(
+      {turn.keep_state_at,
+       std::make_shared<const State>(KeepFixedPart(turn.state, model_.state_layout()))});
+  // The oldest go first: a later turn most likely differs after the latest.
+  const auto excess = static_cast<int64_t>(turn.kept.size()) - max_kept_states_;
+  if (excess > 0) turn.kept.erase(turn.kept.begin(), turn.kept.begin() + excess);
 }
 
 void TurnRunner::Fork(const Turn& leader, Turn& follower) {
@@ -563,6 +666,25 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   next->rng = turn.generation ? turn.generation->sampler().rng_state() : session->rng;
   next->last_used_unix_ms = sessions_.NowUnixMs();
   next->state = std::make_unique<State>(std::move(turn.state));
+  next->kept = std::move(turn.kept);
+  // The tokens it consumed: those before the turn, its prefill, and what it
+  // generated but the last token (pending, not fed).
+  next->tokens_known = turn.tokens_known;
+  if (next->tokens_known) {
+    next->tokens = std::move(turn.tokens_before);
+    next->tokens.insert(next->tokens.end(), turn.prefill.begin(), turn.prefill.end());
+    if (summary.generated_tokens > 0) {
+      const std::vector<int64_t>& history = turn.generation->history();
+      next->tokens.insert(next->tokens.end(), history.begin() + turn.prefill.size(),
+                          history.end() - 1);
+    }
+    // A path this bookkeeping does not know of must not let a conversation
+    // trust tokens the state did not consume.
+    if (static_cast<int64_t>(next->tokens.size()) != next->position) {
+      next->tokens_known = false;
+      next->tokens.clear();
+    }
+  }
   summary.position = next->position;
   // The lease goes before the stream hears anything, so that the session's
   // next turn may go to any server.
@@ -581,6 +703,9 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
               session->position = next->position;
               session->pending_token = next->pending_token;
               session->rng = next->rng;
+              session->tokens = std::move(next->tokens);
+              session->tokens_known = next->tokens_known;
+              session->kept = std::move(next->kept);
               session->last_used_unix_ms = next->last_used_unix_ms;
               sessions_.Touch(*session);
               sessions_.Trim(*session);

@@ -38,9 +38,11 @@ class TurnRunner {
   // `forked` takes a follower once it has its copy of the leader's state
   // (the scheduler runs it from then on as any turn). `max_context_tokens`
   // bounds a growing state (0: no bound; see SchedulerOptions);
+  // `max_kept_states` the states a session keeps for its conversation;
   // `grammar_masks` the grammars' parses and masks.
   TurnRunner(LanguageModel& model, SessionManager& sessions, PrefixCache& prefix_cache,
-             Metrics* metrics, int64_t max_context_tokens, const GrammarMaskOptions& grammar_masks,
+             Metrics* metrics, int64_t max_context_tokens, int32_t max_kept_states,
+             const GrammarMaskOptions& grammar_masks,
              std::function<void()> turn_ended, std::function<void(std::unique_ptr<Turn>)> forked);
 
   // Sets up an admitted stateless or CreateSession turn: its session (made),
@@ -84,6 +86,16 @@ class TurnRunner {
   // cached prefix of its prompt, and picks the boundary where it leaves a
   // snapshot (server/scheduling/prefix_cache.h).
   void UsePrefixCache(Turn& turn);
+  // A conversation turn (GenerateCall::conversation): its prompt is the
+  // session's whole conversation; it goes on from the session's position, a
+  // state the session kept, or the start, whichever the conversation
+  // still begins with, and prefills the rest.
+  absl::Status ResumeConversation(Turn& turn, const Session& session);
+  // GenerateCall::keep_state_at as an index into the conversation's tokens.
+  absl::StatusOr<int64_t> KeepStateIndex(const GenerateCall& call,
+                                         const std::vector<int64_t>& conversation) const;
+  // The turn keeps its state's fixed part at keep_state_at (it is there now).
+  void KeepState(Turn& turn);
   // The turn's sampler, continuing `rng` (a seed is picked when it has none).
   void StartGeneration(Turn& turn, SamplerRngState rng);
   // The shared matcher and masks of the turn's grammar, made at its first
@@ -122,6 +134,7 @@ class TurnRunner {
   PrefixCache& prefix_cache_;
   Metrics* const metrics_;
   const int64_t max_context_tokens_;  // 0: the state does not grow, or no bound
+  const int64_t max_kept_states_;
   const std::function<void()> turn_ended_;
   const std::function<void(std::unique_ptr<Turn>)> forked_;
 

@@ -103,7 +103,10 @@ std::vector<int64_t> SessionPool::ResidentPositions() const {
 }
 
 int64_t SessionPool::BytesOf(const Session& session) const {
-  return memory_.state_bytes && session.state ? memory_.state_bytes(session.position) : 0;
+  if (!memory_.state_bytes || !session.state) return 0;
+  // A kept state is the part that does not grow: a state's bytes at 0.
+  return memory_.state_bytes(session.position) +
+         static_cast<int64_t>(session.kept.size()) * memory_.state_bytes(0);
 }
 
 int64_t SessionPool::ResidentBytes() const {
@@ -174,6 +177,7 @@ absl::Status SessionPool::MakeRoom(const Session* keep) {
                                     "memory and every one is busy; retry later"));
     }
     victim->state.reset();
+    victim->kept.clear();
   }
 }
 
@@ -185,6 +189,7 @@ void SessionPool::Trim(const Session* keep) {
     Session* victim = SpillCandidate(keep, tenant_only ? &keep->tenant : nullptr);
     if (victim == nullptr) return;
     victim->state.reset();
+    victim->kept.clear();
   }
 }
 

@@ -16,6 +16,17 @@ namespace linserve {
 
 struct State;  // engine/model/state.h; kept out of this header (LibTorch)
 
+// A state a session kept at a point of its conversation
+// (GenerateRequest.keep_state_at), to go back to when a later turn's
+// conversation differs after it.
+struct KeptState {
+  int64_t position = 0;
+  // engine/model/state.h's KeepFixedPart: the whole of a constant state, a
+  // hybrid's recurrent part (its KV cache up to `position` is the session's
+  // own). Never changed once kept, so forks share it.
+  std::shared_ptr<const State> state;
+};
+
 // One conversation held by the server.
 struct Session {
   Session();
@@ -33,6 +44,15 @@ struct Session {
   int64_t last_used_unix_ms = 0;
   // The state after the last finished turn; null while it is only in the store.
   std::unique_ptr<State> state;
+  // The tokens the state consumed, in order (position of them), while they
+  // are known: a session read from a file (imported, or another server's)
+  // or made from a named state does not know them. A conversation turn
+  // (GenerateRequest.conversation) compares them with what it is sent.
+  std::vector<int32_t> tokens;
+  bool tokens_known = true;
+  // States kept at points of its conversation, oldest first, each at most
+  // `position`. They go when the state leaves memory.
+  std::vector<KeptState> kept;
   bool busy = false;       // a turn (Generate or a CreateSession prefill) runs on it
   int pending_writes = 0;  // checkpoints queued and not yet durable
   // With a store several servers share: the store version this copy
@@ -96,6 +116,8 @@ class SessionPool {
   int64_t ResidentBytes() const;
   int64_t ResidentBytesOf(const std::string& tenant) const;
   const SessionMemoryBounds& memory_bounds() const { return memory_; }
+  // Bytes of one session's resident state and the states it kept.
+  int64_t BytesOf(const Session& session) const;
 
   // The tenant's sessions, oldest first (ties by id).
   std::vector<const Session*> ListOf(const std::string& tenant) const;
@@ -117,7 +139,6 @@ class SessionPool {
   // The least recently used state that may go (idle, durable, not `keep`;
   // of `tenant` unless it is null), or null.
   Session* SpillCandidate(const Session* keep, const std::string* tenant) const;
-  int64_t BytesOf(const Session& session) const;
   // The byte bound `keep`'s tenant is over with `extra` more bytes, as its
   // flag's name and value; empty when none.
   std::string ByteBoundCrossed(const Session* keep, int64_t extra, int64_t* bound) const;

@@ -143,6 +143,12 @@ absl::Status SessionSharing::Reload(Session& session, const VersionedStateFile& 
     session.state = std::make_unique<State>(*std::move(state));
   }
   if (shared()) {
+    if (stored.version != session.store_version) {
+      // Another server's turn: what this copy knew of its tokens is stale.
+      session.tokens.clear();
+      session.tokens_known = false;
+      session.kept.clear();
+    }
     session.position = record.position;
     session.pending_token = record.pending_token;
     session.rng = {record.rng_seed, record.rng_draws};

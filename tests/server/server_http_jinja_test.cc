@@ -398,16 +398,75 @@ TEST_F(HttpJinjaTest, ToolCallMetricsAreExposed) {
   EXPECT_NE(metrics->find("linserve_tool_call_values_unconverted_total"), std::string::npos);
 }
 
-TEST_F(HttpJinjaTest, RequestTemplatesReservedKwargsAndSessionsAre400) {
+TEST_F(HttpJinjaTest, RequestTemplatesAndReservedKwargsAre400) {
   HttpTestClient http = Client();
   for (const Json& extra :
-       {Json{{"chat_template", "{{ 1 }}"}}, Json{{"chat_template_kwargs", {{"bos_token", "x"}}}},
-        Json{{"session", "new"}}}) {
+       {Json{{"chat_template", "{{ 1 }}"}}, Json{{"chat_template_kwargs", {{"bos_token", "x"}}}}}) {
     Json request = {{"messages", kMessages}, {"max_tokens", 2}};
     request.update(extra);
     HttpReply reply = http.Post("/v1/chat/completions", request);
     EXPECT_EQ(reply.status, 400) << extra.dump() << " " << reply.body;
   }
+}
+
+// A chat session under a Jinja template takes the whole conversation, as a
+// stateless chat does, and gives what the stateless chat gives at every
+// turn (message, logprobs). The template drops each earlier turn's
+// reasoning once a new user message follows, so the session goes back to
+// the state it kept where that turn's generation prompt began and prefills
+// from there: the re-rendered answer and the new message.
+TEST_F(HttpJinjaTest, AChatSessionEqualsTheStatelessChatAndPrefillsOnlyWhatIsNew) {
+  HttpTestClient http = Client();
+  Json messages = Json::array({{{"role", "system"}, {"content", "Be brief."}}});
+  const std::vector<std::string> questions = {"Hi", "Why?", "And then?"};
+  std::string session;
+  int64_t kept_tokens = 0;  // the previous turn's history, rendered
+  for (size_t n = 0; n < questions.size(); ++n) {
+    SCOPED_TRACE("turn " + std::to_string(n + 1));
+    messages.push_back({{"role", "user"}, {"content", questions[n]}});
+    Json request = {{"messages", messages}, {"max_tokens", 10},  {"seed", 20 + n},
+                    {"temperature", 0.8},   {"logprobs", true}, {"top_logprobs", 2}};
+    // Its own salt: the session's first turn must not find its prefix cached.
+    Json stateless = request;
+    stateless["cache_salt"] = "alone";
+    HttpReply alone = http.Post("/v1/chat/completions", stateless);
+    ASSERT_EQ(alone.status, 200) << alone.body;
+    if (session.empty()) {
+      request["session"] = "new";
+    } else {
+      request["session_id"] = session;
+    }
+    HttpReply live = http.Post("/v1/chat/completions", request);
+    ASSERT_EQ(live.status, 200) << live.body;
+    if (session.empty()) session = live.json["session_id"].get<std::string>();
+    EXPECT_EQ(live.json["choices"][0]["message"], alone.json["choices"][0]["message"]);
+    // This model's kind gives the same bits only for prefills cut at the
+    // same chunk boundaries (docs/DESIGN.md, "What is bit-identical"); the
+    // session's prefill starts where it kept its state. Qwen3.5's is exact
+    // at any cut (server_qwen35_test holds its conversations to the bit).
+    const Json& live_tokens = live.json["choices"][0]["logprobs"]["content"];
+    const Json& alone_tokens = alone.json["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(live_tokens.size(), alone_tokens.size());
+    for (size_t i = 0; i < live_tokens.size(); ++i) {
+      EXPECT_EQ(live_tokens[i]["token"], alone_tokens[i]["token"]);
+      EXPECT_NEAR(live_tokens[i]["logprob"].get<double>(), alone_tokens[i]["logprob"].get<double>(),
+                  1e-4);
+    }
+    EXPECT_EQ(live.json["usage"]["prompt_tokens"], alone.json["usage"]["prompt_tokens"]);
+    EXPECT_EQ(live.json["usage"]["prompt_tokens_details"]["cached_tokens"], kept_tokens);
+    HttpReply history =
+        http.Post("/tokenize", Json{{"messages", messages}, {"add_generation_prompt", false}});
+    ASSERT_EQ(history.status, 200) << history.body;
+    kept_tokens = history.json["count"].get<int64_t>();
+    // What the client keeps of the answer: its reasoning, which the template
+    // renders for this turn only until the next user message.
+    const Json& message = live.json["choices"][0]["message"];
+    messages.push_back({{"role", "assistant"},
+                        {"content", "Answer " + std::to_string(n + 1) + "."},
+                        {"reasoning_content", message["reasoning_content"]}});
+  }
+  const std::string metrics = ScrapeMetrics(server_->metrics_port()).value_or("");
+  EXPECT_GE(MetricValue(metrics, "linserve_conversation_turns_total{resumed=\"kept_state\"}"), 2);
 }
 
 }  // namespace

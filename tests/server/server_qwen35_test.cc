@@ -478,6 +478,141 @@ TEST_F(Qwen35ServerTest, ANamedStateThenATurnEqualsTheWholePrompt) {
   EXPECT_EQ(sample(x, session.id(), ""), whole);
 }
 
+// A thinking chat through one session, each turn sent as its whole
+// conversation the way Qwen3.5's template renders it: the earlier answers
+// without their reasoning, so a turn's text is no extension of what the
+// session consumed (SPEC.md section 5, pitfall P10). Each turn gives the
+// bits of the stateless prompt of the same conversation, and prefills only
+// the re-rendered answer and the new message: the session went back to the
+// state it kept where the previous turn's generation prompt began (its
+// recurrent part; the KV cache cut there). A retry of the last turn costs
+// its generation prompt alone.
+TEST_F(Qwen35ServerTest, AThinkingChatSessionPrefillsOnlyTheRerenderedTurn) {
+  auto stub = server_->Stub();
+  const auto count_tokens = [&stub](const std::string& text) {
+    v1::GenerateRequest request = MakeRequest(text, "", 1, 1, 0.0f);
+    request.set_cache_salt("count");
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    return static_cast<int64_t>(outcome.finished.usage().prompt_tokens());
+  };
+  const auto turn = [&stub](const std::string& conversation, size_t keep_at,
+                            const std::string& session, uint64_t seed) {
+    v1::GenerateRequest request = MakeRequest(conversation, session, 8, seed, 0.9f);
+    request.set_logprobs(true);
+    request.set_top_logprobs(2);
+    request.set_conversation(!session.empty());
+    if (!session.empty()) request.set_keep_state_at(static_cast<int64_t>(keep_at));
+    GenerateOutcome outcome = RunGenerate(*stub, request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    return outcome;
+  };
+  absl::StatusOr<v1::Session> session = CreateSession(*stub);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::string before = ScrapeMetrics(server_->metrics_port()).value_or("");
+  const std::string generation_prompt = "<|im_start|>assistant\n<think>\n";
+  const std::vector<std::string> questions = {"What keeps a hybrid's state small?",
+                                              "And its attention layers?",
+                                              "So what does a fork cost?"};
+  std::string history = "<|im_start|>system\nAnswer briefly.<|im_end|>\n";
+  std::string last_history;
+  int64_t prefilled = 0;
+  for (size_t n = 0; n < questions.size(); ++n) {
+    SCOPED_TRACE("turn " + std::to_string(n + 1));
+    history += "<|im_start|>user\n" + questions[n] + "<|im_end|>\n";
+    const std::string conversation = history + generation_prompt;
+    const GenerateOutcome live = turn(conversation, history.size(), session->id(), 40 + n);
+    const GenerateOutcome alone = turn(conversation, 0, "", 40 + n);
+    EXPECT_EQ(OutputBits(live), OutputBits(alone)) << "the session differs from the stateless chat";
+    const v1::Usage& usage = live.finished.usage();
+    EXPECT_EQ(usage.prompt_tokens(), count_tokens(conversation));
+    if (n == 0) {
+      EXPECT_EQ(usage.cached_tokens(), 0);
+    } else {
+      // Back to where the previous turn's generation prompt began.
+      EXPECT_EQ(usage.cached_tokens(), count_tokens(last_history));
+    }
+    prefilled += usage.prompt_tokens() - usage.cached_tokens();
+    // The template renders this answer without its reasoning from the next
+    // turn on (what the model wrote here stands for both).
+    last_history = history;
+    history += "<|im_start|>assistant\nAnswer " + std::to_string(n + 1) + ".<|im_end|>\n";
+  }
+  // The last turn again: only its generation prompt is fed.
+  const std::string last = last_history + generation_prompt;
+  const GenerateOutcome retry = turn(last, last_history.size(), session->id(), 42);
+  const GenerateOutcome retry_alone = turn(last, 0, "", 42);
+  EXPECT_EQ(OutputBits(retry), OutputBits(retry_alone));
+  EXPECT_EQ(retry.finished.usage().cached_tokens(), count_tokens(last_history));
+  prefilled += retry.finished.usage().prompt_tokens() - retry.finished.usage().cached_tokens();
+
+  const std::string after = ScrapeMetrics(server_->metrics_port()).value_or("");
+  const auto delta = [&before, &after](const std::string& series) {
+    return MetricValue(after, series) - MetricValue(before, series);
+  };
+  EXPECT_EQ(delta("linserve_conversation_turns_total{resumed=\"start\"}"), 1);
+  EXPECT_EQ(delta("linserve_conversation_turns_total{resumed=\"kept_state\"}"), 3);
+  EXPECT_EQ(delta("linserve_conversation_turns_total{resumed=\"session\"}"), 0);
+  EXPECT_EQ(delta("linserve_conversation_prefilled_tokens_total"), prefilled);
+  EXPECT_GT(delta("linserve_conversation_dropped_tokens_total"), 0);
+}
+
+// A conversation that extends what the session consumed goes on from the
+// session's position (nothing is fed twice), and one that differs before
+// every kept state starts over; both give the stateless bits. Asking for a
+// conversation without a session, or keep_state_at past the prompt, is
+// refused by name.
+TEST_F(Qwen35ServerTest, AConversationGoesOnFromTheLongestPrefixItHolds) {
+  auto stub = server_->Stub();
+  absl::StatusOr<v1::Session> session = CreateSession(*stub);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const auto run = [&stub](const std::vector<int32_t>& tokens, const std::string& id,
+                           bool conversation) {
+    v1::GenerateRequest request = MakeRequest("", id, 6, 9, 0.9f);
+    for (int32_t t : tokens) request.add_prompt_tokens(t);
+    request.set_logprobs(true);
+    request.set_conversation(conversation);
+    return RunGenerate(*stub, request);
+  };
+  std::vector<int32_t> conversation = {11, 12, 13, 14, 15, 16, 17, 18};
+  GenerateOutcome first = run(conversation, session->id(), true);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  // What the session consumed: the conversation and what it generated but
+  // the last (pending) token; the next conversation extends it all.
+  for (const v1::GenerateResponse& message : first.messages) {
+    for (const v1::SampledToken& sampled : message.tokens()) {
+      conversation.push_back(sampled.token().token());
+    }
+  }
+  const int64_t consumed = static_cast<int64_t>(conversation.size()) - 1;
+  conversation.push_back(21);
+  conversation.push_back(22);
+  GenerateOutcome extended = run(conversation, session->id(), true);
+  ASSERT_TRUE(extended.status.ok()) << extended.status.error_message();
+  EXPECT_EQ(extended.finished.usage().cached_tokens(), consumed);
+  EXPECT_EQ(OutputBits(extended), OutputBits(run(conversation, "", false)));
+
+  conversation[0] = 99;  // differs before everything the session holds
+  GenerateOutcome restarted = run(conversation, session->id(), true);
+  ASSERT_TRUE(restarted.status.ok()) << restarted.status.error_message();
+  EXPECT_EQ(restarted.finished.usage().cached_tokens(), 0);
+  EXPECT_EQ(OutputBits(restarted), OutputBits(run(conversation, "", false)));
+
+  GenerateOutcome stateless = run(conversation, "", true);
+  EXPECT_EQ(stateless.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(stateless.status.error_message().find("conversation needs session_id"),
+            std::string::npos)
+      << stateless.status.error_message();
+  v1::GenerateRequest past = MakeRequest("", session->id(), 2, 1, 0.0f);
+  for (int32_t t : conversation) past.add_prompt_tokens(t);
+  past.set_conversation(true);
+  past.set_keep_state_at(static_cast<int64_t>(conversation.size()) + 1);
+  GenerateOutcome refused = RunGenerate(*stub, past);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("keep_state_at"), std::string::npos)
+      << refused.status.error_message();
+}
+
 // A directory that names Qwen3.5 but whose shard lost a tensor stops the
 // start, naming the tensor.
 TEST(Qwen35BrokenModelTest, AMissingTensorStopsTheStartNamingIt) {
