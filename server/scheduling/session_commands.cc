@@ -154,7 +154,9 @@ void SessionCommands::Import(const std::string& tenant, std::shared_ptr<PendingI
   imported.pending_token = record.pending_token;
   imported.origin = record.origin;
   imported.rng = {record.rng_seed, record.rng_draws};
-  imported.tokens_known = false;  // a state file holds no tokens
+  // Those the file holds (a version 1 file's are not known).
+  imported.tokens = record.tokens;
+  imported.tokens_known = static_cast<int64_t>(record.tokens.size()) == record.position;
   sessions_.CheckpointImported(imported, std::move(import), done);
 }
 

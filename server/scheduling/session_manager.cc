@@ -27,7 +27,7 @@ std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
   session->rng = {record.rng_seed, record.rng_draws};
   session->created_unix_ms = record.created_unix_ms;
   session->last_used_unix_ms = record.last_used_unix_ms;
-  session->tokens_known = false;  // a state file holds no tokens
+  session->tokens_known = false;  // read with the state, when a turn needs it
   return session;
 }
 
@@ -339,6 +339,9 @@ void SessionManager::CheckpointImported(Session& session, std::shared_ptr<Pendin
       // idle session would.
       if (pool_.MakeRoom(imported).ok()) {
         imported->state = std::make_unique<State>(*std::move(state));
+      } else {
+        imported->tokens.clear();  // they go with the state (Session::tokens)
+        imported->tokens_known = false;
       }
       UpdateGauges();
       done(InfoOf(*imported));
@@ -400,6 +403,7 @@ SessionRecord SessionManager::RecordOf(const Session& session, std::string paylo
   record.created_unix_ms = session.created_unix_ms;
   record.last_used_unix_ms = session.last_used_unix_ms;
   record.payload = std::move(payload);
+  if (session.tokens_known) record.tokens = session.tokens;
   return record;
 }
 

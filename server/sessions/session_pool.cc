@@ -106,7 +106,8 @@ int64_t SessionPool::BytesOf(const Session& session) const {
   if (!memory_.state_bytes || !session.state) return 0;
   // A kept state is the part that does not grow: a state's bytes at 0.
   return memory_.state_bytes(session.position) +
-         static_cast<int64_t>(session.kept.size()) * memory_.state_bytes(0);
+         static_cast<int64_t>(session.kept.size()) * memory_.state_bytes(0) +
+         static_cast<int64_t>(session.tokens.size() * sizeof(int32_t));
 }
 
 int64_t SessionPool::ResidentBytes() const {
@@ -178,6 +179,10 @@ absl::Status SessionPool::MakeRoom(const Session* keep) {
     }
     victim->state.reset();
     victim->kept.clear();
+    // The store holds them with the state (read back together).
+    victim->tokens.clear();
+    victim->tokens.shrink_to_fit();
+    victim->tokens_known = false;
   }
 }
 
@@ -190,6 +195,10 @@ void SessionPool::Trim(const Session* keep) {
     if (victim == nullptr) return;
     victim->state.reset();
     victim->kept.clear();
+    // The store holds them with the state (read back together).
+    victim->tokens.clear();
+    victim->tokens.shrink_to_fit();
+    victim->tokens_known = false;
   }
 }
 

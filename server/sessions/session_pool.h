@@ -45,9 +45,10 @@ struct Session {
   // The state after the last finished turn; null while it is only in the store.
   std::unique_ptr<State> state;
   // The tokens the state consumed, in order (position of them), while they
-  // are known: a session read from a file (imported, or another server's)
-  // or made from a named state does not know them. A conversation turn
-  // (GenerateRequest.conversation) compares them with what it is sent.
+  // are known: in memory with the state, in the state file with it (a
+  // version 1 file, or a session made from a named state, does not know
+  // them). A conversation turn (GenerateRequest.conversation) compares them
+  // with what it is sent.
   std::vector<int32_t> tokens;
   bool tokens_known = true;
   // States kept at points of its conversation, oldest first, each at most
@@ -116,7 +117,7 @@ class SessionPool {
   int64_t ResidentBytes() const;
   int64_t ResidentBytesOf(const std::string& tenant) const;
   const SessionMemoryBounds& memory_bounds() const { return memory_; }
-  // Bytes of one session's resident state and the states it kept.
+  // Bytes of one session's resident state, the states it kept and its tokens.
   int64_t BytesOf(const Session& session) const;
 
   // The tenant's sessions, oldest first (ties by id).

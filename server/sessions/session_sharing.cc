@@ -141,14 +141,13 @@ absl::Status SessionSharing::Reload(Session& session, const VersionedStateFile& 
           absl::StrCat("stored state of session ", session.id, ": ", state.status().message()));
     }
     session.state = std::make_unique<State>(*std::move(state));
+    // The tokens come with the state they made; states kept for another
+    // state's conversation go.
+    session.tokens = std::move(record.tokens);
+    session.tokens_known = static_cast<int64_t>(session.tokens.size()) == record.position;
+    session.kept.clear();
   }
   if (shared()) {
-    if (stored.version != session.store_version) {
-      // Another server's turn: what this copy knew of its tokens is stale.
-      session.tokens.clear();
-      session.tokens_known = false;
-      session.kept.clear();
-    }
     session.position = record.position;
     session.pending_token = record.pending_token;
     session.rng = {record.rng_seed, record.rng_draws};

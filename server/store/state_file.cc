@@ -16,8 +16,10 @@ using nlohmann::json;
 
 constexpr char kMagic[8] = {'L', 'N', 'S', 'V', 'S', 'T', 'A', 'T'};
 constexpr size_t kChecksumBytes = 32;
-// magic, version, header length, payload length, checksum
+// magic, version, header length, payload length, checksum (version 1)
 constexpr size_t kFixedBytes = 8 + 4 + 4 + 8 + kChecksumBytes;
+// Version 2's token count.
+constexpr size_t kTokenCountBytes = 8;
 
 void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -82,12 +84,15 @@ std::string EncodeStateFile(const SessionRecord& r, std::string_view payload) {
   if (!r.origin.empty()) fields["origin"] = r.origin;
   const std::string header = fields.dump();
   std::string out(kMagic, sizeof(kMagic));
-  out.reserve(kFixedBytes + header.size() + payload.size());
+  out.reserve(kFixedBytes + header.size() + payload.size() + kTokenCountBytes +
+              4 * r.tokens.size());
   AppendLittleEndian(out, kStateFormatVersion, 4);
   AppendLittleEndian(out, header.size(), 4);
   out += header;
   AppendLittleEndian(out, payload.size(), 8);
   out += payload;
+  AppendLittleEndian(out, r.tokens.size(), 8);
+  for (int32_t token : r.tokens) AppendLittleEndian(out, static_cast<uint32_t>(token), 4);
   out += Checksum(out);
   return out;
 }
@@ -112,21 +117,37 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
       header_bytes > bytes.size() - kFixedBytes) {
     return Corrupt(absl::StrCat("header length ", header_bytes, " does not fit the file"));
   }
+  const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
+  const uint64_t version = ReadLittleEndian(bytes, 8, 4);
+  const bool known_version = version == 1 || version == kStateFormatVersion;
+  // Another version's layout is not known: only its checksum is checked.
   const size_t payload_at = 16 + header_bytes + 8;
   const uint64_t payload_bytes = ReadLittleEndian(bytes, 16 + header_bytes, 8);
-  if (payload_bytes != bytes.size() - payload_at - kChecksumBytes) {
+  const size_t after_payload = bytes.size() - payload_at - kChecksumBytes;
+  const size_t token_section = version >= 2 ? kTokenCountBytes : 0;
+  if (known_version && (payload_bytes > after_payload || after_payload - payload_bytes <
+                                                             token_section)) {
     return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
   }
-  const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
+  uint64_t token_count = 0;
+  if (known_version && version >= 2) {
+    token_count = ReadLittleEndian(bytes, payload_at + payload_bytes, kTokenCountBytes);
+    const size_t token_bytes = after_payload - payload_bytes - kTokenCountBytes;
+    if (token_count > token_bytes / 4 || token_count * 4 != token_bytes) {
+      return Corrupt(absl::StrCat("token count ", token_count, " does not match the file"));
+    }
+  } else if (known_version && payload_bytes != after_payload) {
+    return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
+  }
   if ((body_checksum != nullptr ? *body_checksum : Checksum(body)) != bytes.substr(body.size())) {
     return Corrupt("checksum mismatch");
   }
 
   // From here the bytes are as written; what follows is about their format.
-  const uint64_t version = ReadLittleEndian(bytes, 8, 4);
-  if (version != kStateFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state file: format version ", version, " is not the supported ", kStateFormatVersion));
+  if (!known_version) {
+    return absl::FailedPreconditionError(absl::StrCat("state file: format version ", version,
+                                                      " is not a supported one (1 to ",
+                                                      kStateFormatVersion, ")"));
   }
   const json header = json::parse(bytes.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) return Corrupt("header is not a JSON object");
@@ -152,7 +173,16 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
   if (r.pending_token < -1) {
     return Corrupt(absl::StrCat("pending_token ", r.pending_token, " is below -1"));
   }
+  if (token_count != 0 && static_cast<int64_t>(token_count) != r.position) {
+    return Corrupt(
+        absl::StrCat("token count ", token_count, " is neither 0 nor the position ", r.position));
+  }
   r.payload = std::string(bytes.substr(payload_at, payload_bytes));
+  r.tokens.resize(token_count);
+  const size_t tokens_at = payload_at + payload_bytes + kTokenCountBytes;
+  for (uint64_t i = 0; i < token_count; ++i) {
+    r.tokens[i] = static_cast<int32_t>(static_cast<uint32_t>(ReadLittleEndian(bytes, tokens_at + 4 * i, 4)));
+  }
   return r;
 }
 

@@ -14,23 +14,29 @@
 //   16+H    8     payload length P (uint64 LE)
 //   24+H    P     payload: the engine's SerializeState bytes (a safetensors
 //                 tensor table and the tensors)
-//   24+H+P  32    SHA-256 of every byte before it
+//   24+H+P  8     token count N (uint64 LE): 0, or the position       [version 2]
+//   32+H+P  4N    the tokens the state consumed, in order (int32 LE)  [version 2]
+//   ...     32    SHA-256 of every byte before it
 //
-// Decoding checks sizes before it reads or allocates, then the checksum, and
-// only then interprets the header: a corrupt file is DATA_LOSS, a sound file
-// of another format version or model is FAILED_PRECONDITION. The payload's
-// tensors are checked against the model by the engine (DeserializeState).
+// Version 2 added the tokens (a session's conversation turns compare them
+// with what they are sent); version 1 files are still read, as files whose
+// tokens are not known. Decoding checks sizes before it reads or allocates,
+// then the checksum, and only then interprets the header: a corrupt file is
+// DATA_LOSS, a sound file of another format version or model is
+// FAILED_PRECONDITION. The payload's tensors are checked against the model by
+// the engine (DeserializeState).
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/base/sha256.h"
 
 namespace linserve {
 
-inline constexpr uint32_t kStateFormatVersion = 1;
+inline constexpr uint32_t kStateFormatVersion = 2;
 inline constexpr int64_t kMaxStateHeaderBytes = 64 * 1024;
 
 struct SessionRecord {
@@ -44,6 +50,9 @@ struct SessionRecord {
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;
   std::string payload;            // SerializeState bytes
+  // The tokens the state consumed (position of them), when known; empty
+  // otherwise (a named state's, a version 1 file's).
+  std::vector<int32_t> tokens;
   // A named state's: where it came from ("prompt", "state_file",
   // "rwkv_peft", "ai00"); empty (and not written) for a session.
   std::string source;

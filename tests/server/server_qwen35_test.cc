@@ -558,8 +558,9 @@ TEST_F(Qwen35ServerTest, AThinkingChatSessionPrefillsOnlyTheRerenderedTurn) {
 }
 
 // A conversation that extends what the session consumed goes on from the
-// session's position (nothing is fed twice), and one that differs before
-// every kept state starts over; both give the stateless bits. Asking for a
+// session's position (nothing is fed twice), also in a copy imported from
+// its exported file (which holds its tokens), and one that differs before
+// every kept state starts over; all give the stateless bits. Asking for a
 // conversation without a session, or keep_state_at past the prompt, is
 // refused by name.
 TEST_F(Qwen35ServerTest, AConversationGoesOnFromTheLongestPrefixItHolds) {
@@ -587,10 +588,17 @@ TEST_F(Qwen35ServerTest, AConversationGoesOnFromTheLongestPrefixItHolds) {
   const int64_t consumed = static_cast<int64_t>(conversation.size()) - 1;
   conversation.push_back(21);
   conversation.push_back(22);
-  GenerateOutcome extended = run(conversation, session->id(), true);
-  ASSERT_TRUE(extended.status.ok()) << extended.status.error_message();
-  EXPECT_EQ(extended.finished.usage().cached_tokens(), consumed);
-  EXPECT_EQ(OutputBits(extended), OutputBits(run(conversation, "", false)));
+  absl::StatusOr<std::string> file = ExportSession(*stub, session->id());
+  ASSERT_TRUE(file.ok()) << file.status();
+  v1::Session imported;
+  ASSERT_TRUE(ImportSession(*stub, *file, &imported).ok());
+  const std::string stateless = OutputBits(run(conversation, "", false));
+  for (const std::string& id : {imported.id(), session->id()}) {
+    GenerateOutcome extended = run(conversation, id, true);
+    ASSERT_TRUE(extended.status.ok()) << extended.status.error_message();
+    EXPECT_EQ(extended.finished.usage().cached_tokens(), consumed);
+    EXPECT_EQ(OutputBits(extended), stateless);
+  }
 
   conversation[0] = 99;  // differs before everything the session holds
   GenerateOutcome restarted = run(conversation, session->id(), true);
@@ -598,11 +606,11 @@ TEST_F(Qwen35ServerTest, AConversationGoesOnFromTheLongestPrefixItHolds) {
   EXPECT_EQ(restarted.finished.usage().cached_tokens(), 0);
   EXPECT_EQ(OutputBits(restarted), OutputBits(run(conversation, "", false)));
 
-  GenerateOutcome stateless = run(conversation, "", true);
-  EXPECT_EQ(stateless.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(stateless.status.error_message().find("conversation needs session_id"),
+  GenerateOutcome without = run(conversation, "", true);
+  EXPECT_EQ(without.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(without.status.error_message().find("conversation needs session_id"),
             std::string::npos)
-      << stateless.status.error_message();
+      << without.status.error_message();
   v1::GenerateRequest past = MakeRequest("", session->id(), 2, 1, 0.0f);
   for (int32_t t : conversation) past.add_prompt_tokens(t);
   past.set_conversation(true);

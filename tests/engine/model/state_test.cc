@@ -190,6 +190,29 @@ TEST_P(StateTest, CloneIsIndependent) {
   EXPECT_EQ(model_->SerializeState(original), before);
 }
 
+// What a session keeps for its conversation: the fixed part alone (what
+// StateBytes counts at position 0: a constant state whole, none of a KV
+// cache), and, resumed against the same session after more tokens (its
+// cache grown past the kept position, with spare capacity), the state at
+// the kept position, to the bit.
+TEST_P(StateTest, AKeptFixedPartResumesAgainstTheLiveCache) {
+  const State at = model_->SplitState(Prefilled(11))[0];
+  const State kept = KeepFixedPart(at, model_->state_layout());
+  int64_t kept_bytes = 0;
+  for (const LayerState& layer : kept.layers) {
+    for (const torch::Tensor& t : layer) {
+      if (t.defined()) kept_bytes += t.numel() * t.element_size();
+    }
+  }
+  EXPECT_EQ(kept_bytes, model_->StateBytes(0));
+  State live = CloneState(at);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(model_->Step(live, {5}).ok());
+  ASSERT_NE(model_->SerializeState(model_->SplitState(live)[0]), model_->SerializeState(at));
+  const State resumed = ResumeFromKept(kept, live, model_->state_layout());
+  EXPECT_EQ(resumed.positions, at.positions);
+  EXPECT_EQ(model_->SerializeState(resumed), model_->SerializeState(at));
+}
+
 TEST_P(StateTest, MovesBetweenDevices) {
   State state = Prefilled(12);
   State host = MoveState(state, torch::kCPU);

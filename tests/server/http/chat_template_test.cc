@@ -133,7 +133,31 @@ TEST(JinjaChatRequestTest, RendersMessagesToolsCallsAndKwargs) {
   EXPECT_EQ(Chat(*t, plain)->generate.prompt(), "<|im_start|>user\nHi<|im_end|>\n");
 }
 
-TEST(JinjaChatRequestTest, RefusesOwnTemplatesReservedOrUnboundedKwargsAndSessions) {
+// A chat session under a Jinja template sends its whole conversation: the
+// request is a conversation turn, and the history rendered without the
+// generation prompt is where the session keeps its state. Without a session
+// neither is set.
+TEST(JinjaChatRequestTest, ASessionTurnIsItsWholeConversation) {
+  auto t = ChatTemplate::FromJinja(Qwen35Template(), "Qwen3.5-4B.jinja", "", "");
+  ASSERT_TRUE(t.ok());
+  const Json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  for (const Json& session : {Json{{"session", "new"}},
+                              Json{{"session_id", "0123456789abcdef0123456789abcdef"}}}) {
+    Json body = {{"messages", messages}};
+    body.update(session);
+    auto r = Chat(*t, body);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->generate.conversation());
+    EXPECT_EQ(r->history_prompt, "<|im_start|>user\nHi<|im_end|>\n");
+    EXPECT_EQ(r->generate.prompt(), r->history_prompt + "<|im_start|>assistant\n<think>\n");
+  }
+  auto stateless = Chat(*t, {{"messages", messages}});
+  ASSERT_TRUE(stateless.ok()) << stateless.status();
+  EXPECT_FALSE(stateless->generate.conversation());
+  EXPECT_TRUE(stateless->history_prompt.empty());
+}
+
+TEST(JinjaChatRequestTest, RefusesOwnTemplatesAndReservedOrUnboundedKwargs) {
   auto t = ChatTemplate::FromJinja(Qwen35Template(), "Qwen3.5-4B.jinja", "", "");
   ASSERT_TRUE(t.ok());
   const Json messages = {{{"role", "user"}, {"content", "Hi"}}};
@@ -160,8 +184,6 @@ TEST(JinjaChatRequestTest, RefusesOwnTemplatesReservedOrUnboundedKwargsAndSessio
             "chat_template_kwargs nests deeper than 8");
   EXPECT_EQ(refused({{"chat_template_kwargs", {{"x", std::string(20000, 'a')}}}}),
             "chat_template_kwargs is over 16384 bytes");
-  EXPECT_EQ(refused({{"session", "new"}}).rfind("session_id: chat sessions are not supported", 0),
-            0u);
   // Qwen3.5's template writes <function=: "required" is held to that form,
   // the opened reasoning closed first. A template whose call format is not
   // known still takes only "auto".

@@ -52,6 +52,53 @@ TEST(StateFileTest, ReadsBackWhatItWrote) {
   EXPECT_TRUE(back->origin.empty());
 }
 
+// Version 2 holds the tokens the state consumed (position of them), or none.
+TEST(StateFileTest, ReadsBackTheTokens) {
+  SessionRecord r = Sample();
+  for (int64_t i = 0; i < r.position; ++i) r.tokens.push_back(static_cast<int32_t>(i * 37 % 248077));
+  r.tokens[5] = 0x7fffffff;
+  auto back = DecodeStateFile(EncodeStateFile(r), 2 * kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->tokens, r.tokens);
+  EXPECT_EQ(back->payload, r.payload);
+  auto none = DecodeStateFile(EncodeStateFile(Sample()), kMaxBytes);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->tokens.empty());
+}
+
+// A version 1 file (no token section) still reads, its tokens not known.
+TEST(StateFileTest, AVersionOneFileReadsWithoutTokens) {
+  std::string file = EncodeStateFile(Sample());
+  file.resize(file.size() - 32 - 8);  // the checksum and the empty token count
+  file[8] = 1;
+  auto back = DecodeStateFile(file + Sha256Digest({file}), kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->payload, Sample().payload);
+  EXPECT_TRUE(back->tokens.empty());
+}
+
+// A token count that is neither 0 nor the position, or that the file does
+// not hold, is DATA_LOSS naming it (a client can reseal a crafted file).
+TEST(StateFileTest, ATokenCountThatLiesIsDataLoss) {
+  SessionRecord r = Sample();
+  r.tokens.assign(10, 7);  // 10 tokens at position 4096
+  auto wrong = DecodeStateFile(EncodeStateFile(r), kMaxBytes);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(wrong.status().message().find("token count 10 is neither 0 nor the position 4096"),
+            std::string::npos)
+      << wrong.status();
+  std::string file = EncodeStateFile(Sample());
+  const size_t count_at = file.size() - 32 - 8;
+  for (uint64_t lie : {uint64_t{1}, uint64_t{1} << 62, ~uint64_t{0}}) {
+    std::string bad = file;
+    for (int i = 0; i < 8; ++i) bad[count_at + i] = static_cast<char>((lie >> (8 * i)) & 0xff);
+    auto decoded = DecodeStateFile(Resealed(bad), kMaxBytes);
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << lie;
+    EXPECT_NE(decoded.status().message().find("token count"), std::string::npos)
+        << decoded.status();
+  }
+}
+
 // A named state's source and a session's origin are written only when set,
 // so a session's header is what it was before named states.
 TEST(StateFileTest, SourceAndOriginAreWrittenOnlyWhenSet) {
@@ -136,10 +183,10 @@ TEST(StateFileTest, AppendedBytesAreDataLoss) {
 
 TEST(StateFileTest, AnotherFormatVersionIsFailedPrecondition) {
   std::string file = EncodeStateFile(Sample());
-  file[8] = 2;  // version 2, checksum made to match
+  file[8] = 3;  // version 3, checksum made to match
   auto decoded = DecodeStateFile(Resealed(file), kMaxBytes);
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(decoded.status().message().find("format version 2"), std::string::npos)
+  EXPECT_NE(decoded.status().message().find("format version 3"), std::string::npos)
       << decoded.status();
 }
 
