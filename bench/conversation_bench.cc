@@ -1,16 +1,21 @@
-// linserve-conversation-bench: a thinking chat through one session, each turn
-// sent as its whole conversation the way Qwen3.5's template renders it (the
-// earlier answers without their reasoning), against the same conversation
-// sent stateless, which re-prefills the whole history as llama.cpp does.
-// Side by side per turn: the history's tokens, what the session prefilled,
-// and the time to the first token of both.
+// linserve-conversation-bench: what a hybrid session saves, through a running
+// server.
+//   1. A thinking chat through one session, each turn sent as its whole
+//      conversation the way Qwen3.5's template renders it (the earlier
+//      answers without their reasoning), against the same conversation sent
+//      stateless, which re-prefills the whole history as llama.cpp does.
+//      Side by side per turn: the history's tokens, what the session
+//      prefilled, and the time to the first token of both.
+//   2. A prompt of --prefix_prompt_bytes through the prefix-state cache:
+//      cold, then warm (resumed from the longest cached prefix).
+//   3. Fork, export and import of sessions of --fork_lengths bytes.
 //
 //   linserve-conversation-bench --server=HOST:PORT [--turns=20]
-//       [--answer_bytes=1200] [--message_bytes=800] [--stateless_turns=1,10,20]
+//       [--answer_bytes=460] [--message_bytes=300] [--stateless_turns=1,10,20]
 //
-// The server should run with --prefix_cache_bytes=0, so that the stateless
-// turns find nothing cached (each also has a salt of its own). Run by
-// bench/conversation.sh, which writes a random Qwen3.5 model first.
+// The stateless turns each have a cache salt of their own, so the prefix
+// cache finds nothing for them. Run by bench/conversation.sh, which writes a
+// random Qwen3.5 model first.
 
 #include <algorithm>
 #include <cstdint>
@@ -25,19 +30,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/bench_table.h"
 #include "client/connection.h"
 #include "linserve/v1/linserve.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "The running server");
 ABSL_FLAG(int32_t, turns, 20, "Turns of the chat");
-ABSL_FLAG(int32_t, answer_bytes, 1200,
+ABSL_FLAG(int32_t, answer_bytes, 460,
           "Bytes of each earlier answer as the template re-renders it (no reasoning)");
-ABSL_FLAG(int32_t, message_bytes, 800, "Bytes of each user message");
+ABSL_FLAG(int32_t, message_bytes, 300, "Bytes of each user message");
 ABSL_FLAG(int32_t, generated_tokens, 4,
           "Tokens each turn generates (the reasoning the next turn's template drops)");
 ABSL_FLAG(std::string, stateless_turns, "1,10,20",
           "Turns also sent stateless, the whole history prefilled");
+ABSL_FLAG(int32_t, prefix_prompt_bytes, 6300, "Bytes of the prompt of section 2 (0: skip it)");
+ABSL_FLAG(std::string, fork_lengths, "1500,6300",
+          "Bytes of the prompts of the sessions forked and exported in section 3");
+ABSL_FLAG(int32_t, repeats, 5, "Repeats of each fork, export and import (medians)");
 
 namespace linserve {
 namespace {
@@ -52,6 +63,28 @@ std::string Filler(int32_t bytes, int seed) {
   }
   return text;
 }
+
+std::vector<int32_t> IntList(const std::string& list) {
+  std::vector<int32_t> out;
+  for (absl::string_view piece : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    int32_t value = 0;
+    if (absl::SimpleAtoi(piece, &value)) out.push_back(value);
+  }
+  return out;
+}
+
+void Check(const grpc::Status& status, const char* what) {
+  if (status.ok()) return;
+  absl::FPrintF(stderr, "%s failed: %s\n", what, status.error_message());
+  std::exit(1);
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
 
 struct TurnResult {
   int64_t prompt_tokens = 0;
@@ -79,12 +112,88 @@ TurnResult Send(v1::Linserve::Stub& stub, const std::string& conversation,
     result.cached_tokens = message.finished().usage().cached_tokens();
     result.ttft_ms = message.finished().timing().queue_ms() + message.finished().timing().prefill_ms();
   }
-  const grpc::Status status = reader->Finish();
-  if (!status.ok()) {
-    absl::FPrintF(stderr, "Generate failed: %s\n", status.error_message());
-    std::exit(1);
-  }
+  Check(reader->Finish(), "Generate");
   return result;
+}
+
+// Section 2: the same prompt three times under one salt: cold, then the
+// second sighting (which keeps a snapshot), then warm.
+void PrefixCacheSection(v1::Linserve::Stub& stub) {
+  const int32_t bytes = absl::GetFlag(FLAGS_prefix_prompt_bytes);
+  if (bytes <= 0) return;
+  const std::string prompt = Filler(bytes, 77);
+  const TurnResult cold = Send(stub, prompt, "", 0, "prefix");
+  (void)Send(stub, prompt, "", 0, "prefix");
+  const TurnResult warm = Send(stub, prompt, "", 0, "prefix");
+  absl::PrintF("The prefix-state cache, a %lld-token prompt: cold %.0f ms, warm %.0f ms "
+               "(%lld tokens resumed): %s\n\n",
+               cold.prompt_tokens, cold.ttft_ms, warm.ttft_ms, warm.cached_tokens,
+               Ratio(cold.ttft_ms, warm.ttft_ms));
+}
+
+// Section 3: fork, export and import against the session's length.
+void ForkSection(v1::Linserve::Stub& stub) {
+  const std::vector<int32_t> lengths = IntList(absl::GetFlag(FLAGS_fork_lengths));
+  if (lengths.empty()) return;
+  Table table({"session tokens", "state", "fork ms", "export ms", "import ms"});
+  for (int32_t bytes : lengths) {
+    grpc::ClientContext create_context;
+    v1::CreateSessionRequest create;
+    create.set_prompt(Filler(bytes, bytes));
+    create.set_cache_salt(absl::StrCat("fork-", bytes));
+    v1::Session session;
+    Check(stub.CreateSession(&create_context, create, &session), "CreateSession");
+    std::vector<double> fork_ms, export_ms, import_ms;
+    std::string file;
+    for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+      grpc::ClientContext fork_context;
+      v1::ForkSessionRequest fork;
+      fork.set_session_id(session.id());
+      v1::Session child;
+      absl::Time start = absl::Now();
+      Check(stub.ForkSession(&fork_context, fork, &child), "ForkSession");
+      fork_ms.push_back(MillisSince(start));
+
+      grpc::ClientContext export_context;
+      v1::ExportSessionRequest export_request;
+      export_request.set_session_id(session.id());
+      start = absl::Now();
+      auto reader = stub.ExportSession(&export_context, export_request);
+      v1::StateChunk chunk;
+      file.clear();
+      while (reader->Read(&chunk)) file += chunk.data();
+      Check(reader->Finish(), "ExportSession");
+      export_ms.push_back(MillisSince(start));
+
+      grpc::ClientContext import_context;
+      v1::Session imported;
+      start = absl::Now();
+      auto writer = stub.ImportSession(&import_context, &imported);
+      const size_t piece = 64 << 10;  // the server's default max_state_chunk_bytes
+      for (size_t at = 0; at < file.size(); at += piece) {
+        v1::StateChunk out;
+        out.set_data(file.substr(at, piece));
+        writer->Write(out);
+      }
+      writer->WritesDone();
+      Check(writer->Finish(), "ImportSession");
+      import_ms.push_back(MillisSince(start));
+      for (const std::string& id : {child.id(), imported.id()}) {
+        grpc::ClientContext delete_context;
+        v1::DeleteSessionRequest remove;
+        remove.set_session_id(id);
+        v1::DeleteSessionResponse removed;
+        Check(stub.DeleteSession(&delete_context, remove, &removed), "DeleteSession");
+      }
+    }
+    table.Add({absl::StrCat(session.position()), Bytes(static_cast<int64_t>(file.size())),
+               absl::StrFormat("%.1f", Median(fork_ms)), absl::StrFormat("%.1f", Median(export_ms)),
+               absl::StrFormat("%.1f", Median(import_ms))});
+  }
+  absl::PrintF("Fork, export and import against the session's length (medians of %d, the "
+               "client's time for each call; the store on this machine's disk):\n",
+               absl::GetFlag(FLAGS_repeats));
+  table.Print();
 }
 
 int Run() {
@@ -96,12 +205,7 @@ int Run() {
     return 1;
   }
   auto stub = v1::Linserve::NewStub(*channel);
-  std::vector<int32_t> stateless_turns;
-  for (absl::string_view piece :
-       absl::StrSplit(absl::GetFlag(FLAGS_stateless_turns), ',', absl::SkipEmpty())) {
-    int32_t turn = 0;
-    if (absl::SimpleAtoi(piece, &turn)) stateless_turns.push_back(turn);
-  }
+  const std::vector<int32_t> stateless_turns = IntList(absl::GetFlag(FLAGS_stateless_turns));
   grpc::ClientContext create_context;
   v1::CreateSessionRequest create;
   v1::Session session;
@@ -145,6 +249,8 @@ int Run() {
                "every history (%s fewer)\n",
                turns, session_prefilled, history_prefilled,
                Ratio(static_cast<double>(history_prefilled), static_cast<double>(session_prefilled)));
+  PrefixCacheSection(*stub);
+  ForkSection(*stub);
   return 0;
 }
 

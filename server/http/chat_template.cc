@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
 
 namespace linserve {
 namespace {
@@ -255,12 +256,30 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
                                                  const std::string& tool_list,
                                                  bool add_generation_prompt,
                                                  bool enable_thinking) const {
+  LINSERVE_ASSIGN_OR_RETURN(
+      RenderedPrompt rendered,
+      RenderWithPlain(messages, tool_list, add_generation_prompt, enable_thinking));
+  return std::move(rendered.text);
+}
+
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderWithPlain(
+    const std::vector<ChatMessage>& messages, const std::string& tool_list,
+    bool add_generation_prompt, bool enable_thinking) const {
   const Thinking* thinking = enable_thinking && thinking_ ? &*thinking_ : nullptr;
-  std::string text;
+  RenderedPrompt out;
+  std::string& text = out.text;
+  // What the request sent (the tools' list, the contents) is plain text: a
+  // special token's text in it stays text (special_text_fence.h says why).
+  const auto append_plain = [&out](const std::string& piece) {
+    const size_t begin = out.text.size();
+    out.text += piece;
+    if (!piece.empty()) out.plain.push_back({begin, out.text.size()});
+  };
   if (tools_ && !tool_list.empty()) {
-    std::string list = tools_->list;
-    list.replace(list.find("{tools}"), 7, tool_list);
-    absl::StrAppend(&text, system_.prefix, list, system_.suffix);
+    const size_t at = tools_->list.find("{tools}");
+    absl::StrAppend(&text, system_.prefix, tools_->list.substr(0, at));
+    append_plain(tool_list);
+    absl::StrAppend(&text, tools_->list.substr(at + 7), system_.suffix);
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -274,7 +293,8 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
           "messages[", i, "].role = \"", m.role, "\" is not one of system, user, assistant",
           tools_ ? ", tool" : " (this model's chat template declares no tools)"));
     }
-    absl::StrAppend(&text, role->prefix, m.content);
+    text += role->prefix;
+    append_plain(m.content);
     if (thinking != nullptr && role == &user_) text += thinking->user_suffix;
     for (const std::string& call : m.tool_calls) text += call;
     text += role->suffix;
@@ -282,7 +302,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
   if (add_generation_prompt) {
     absl::StrAppend(&text, assistant_.prefix, thinking != nullptr ? thinking->open : "");
   }
-  return text;
+  return out;
 }
 
 ReasoningFormat ResolveReasoningFormat(absl::string_view flag, const ChatTemplate* chat) {

@@ -112,6 +112,13 @@ class ChatTemplate {
                                      const std::string& tool_list = "",
                                      bool add_generation_prompt = true,
                                      bool enable_thinking = false) const;
+  // The same, with the ranges that hold what the request sent (the
+  // contents, the tools' list) as plain ranges: a special token's text in
+  // them is encoded as text.
+  absl::StatusOr<RenderedPrompt> RenderWithPlain(const std::vector<ChatMessage>& messages,
+                                                 const std::string& tool_list,
+                                                 bool add_generation_prompt,
+                                                 bool enable_thinking) const;
 
   // A Jinja template's rendering: `messages` as the request sent them (each
   // call's arguments as an object), `tools` (null: none), the generation

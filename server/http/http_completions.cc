@@ -258,6 +258,14 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   runs_.resize(request_.best_of);
   leader_ = request_.session_choice;
   call_ = *std::move(call);
+  // A built-in template's chat: what the request sent stays text (a Jinja
+  // template's prompt was encoded above, its own way).
+  if (!call_->prompt.empty()) {
+    const size_t shift = fed_turn_end_ ? handlers_->chat_template()->turn_end().size() : 0;
+    for (const ByteRange& range : request_.prompt_plain) {
+      call_->prompt_plain.push_back({range.begin + shift, range.end + shift});
+    }
+  }
   logprobs_ = call_->logprobs;
   for (const std::string& stop : request_.template_stop) {
     std::vector<std::string>& stops = call_->sampling.stop;

@@ -442,10 +442,12 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
     if (!thinking->is_boolean()) return Invalid("chat_template_kwargs.enable_thinking must be a boolean");
     enable_thinking = thinking->get<bool>();
   }
-  LINSERVE_ASSIGN_OR_RETURN(std::string text,
-                            chat_template.Render(parsed, tools.active() ? ToolListText(tools) : "",
-                                                 add_generation_prompt, enable_thinking));
-  out.set_prompt(std::move(text));
+  LINSERVE_ASSIGN_OR_RETURN(
+      RenderedPrompt rendered,
+      chat_template.RenderWithPlain(parsed, tools.active() ? ToolListText(tools) : "",
+                                    add_generation_prompt, enable_thinking));
+  out.set_prompt(std::move(rendered.text));
+  request.prompt_plain = std::move(rendered.plain);
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "engine/generation/sampler.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/grammar_limits.h"
+#include "engine/text/byte_range.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/common/protocol.h"
 
@@ -39,6 +40,9 @@ struct RequestLimits {
 // A Generate request after validation, in the engine's terms.
 struct GenerateCall {
   std::string prompt;
+  // Ranges of `prompt` encoded as plain text, no added token recognized (a
+  // chat's contents: server/http/special_text_fence.h); set by the HTTP API.
+  std::vector<ByteRange> prompt_plain;
   std::vector<int64_t> prompt_tokens;  // set instead of `prompt`: fed as given, no BOS
   std::string session_id;  // empty: stateless
   std::string initial_state;  // a named state to start from (not with session_id)

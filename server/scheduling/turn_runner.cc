@@ -106,7 +106,7 @@ absl::StatusOr<std::vector<int64_t>> TurnRunner::PromptTokens(const GenerateCall
   if (!call.prompt_tokens.empty()) return call.prompt_tokens;
   // TryEncode: a Hugging Face tokenizer's regex may hit its limits on a
   // pathological prompt, which the client hears as ResourceExhausted.
-  return tokenizer_.TryEncode(call.prompt, starts_text);
+  return tokenizer_.TryEncode(call.prompt, starts_text, call.prompt_plain);
 }
 
 absl::Status TurnRunner::Begin(Turn& turn) {
@@ -258,13 +258,6 @@ absl::Status TurnRunner::ResumeConversation(Turn& turn, const Session& session) 
   for (const KeptState& k : session.kept) {
     if (k.position <= from) turn.kept.push_back(k);
   }
-  metrics_->conversation_turns_total(resumed).Increment();
-  metrics_->conversation_prefilled_tokens_total().Increment(
-      static_cast<double>(static_cast<int64_t>(conversation.size()) - from));
-  if (from < session.position) {
-    metrics_->conversation_dropped_tokens_total().Increment(
-        static_cast<double>(session.position - from));
-  }
   turn.prefill = std::move(conversation);
   turn.prefilled = static_cast<size_t>(from);
   turn.cached_tokens = from;
@@ -272,6 +265,13 @@ absl::Status TurnRunner::ResumeConversation(Turn& turn, const Session& session) 
   LINSERVE_RETURN_IF_ERROR(
       FitContext(turn, from, static_cast<int64_t>(turn.prefill.size()) - from));
   if (from == 0) UsePrefixCache(turn);
+  metrics_->conversation_turns_total(resumed).Increment();
+  metrics_->conversation_prefilled_tokens_total().Increment(
+      static_cast<double>(turn.prefill.size() - turn.prefilled));
+  if (from < session.position) {
+    metrics_->conversation_dropped_tokens_total().Increment(
+        static_cast<double>(session.position - from));
+  }
   return absl::OkStatus();
 }
 
