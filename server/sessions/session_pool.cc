@@ -102,6 +102,15 @@ std::vector<int64_t> SessionPool::ResidentPositions() const {
   return positions;
 }
 
+void SessionPool::Spill(Session& session) {
+  session.state.reset();
+  session.kept.clear();
+  // The store holds them with the state (read back together).
+  session.tokens.clear();
+  session.tokens.shrink_to_fit();
+  session.tokens_known = false;
+}
+
 int64_t SessionPool::BytesOf(const Session& session) const {
   if (!memory_.state_bytes || !session.state) return 0;
   // A kept state is the part that does not grow: a state's bytes at 0.
@@ -177,12 +186,7 @@ absl::Status SessionPool::MakeRoom(const Session* keep) {
                      : absl::StrCat(crossed, " = ", bound, " bytes of session states are in "
                                     "memory and every one is busy; retry later"));
     }
-    victim->state.reset();
-    victim->kept.clear();
-    // The store holds them with the state (read back together).
-    victim->tokens.clear();
-    victim->tokens.shrink_to_fit();
-    victim->tokens_known = false;
+    Spill(*victim);
   }
 }
 
@@ -193,12 +197,7 @@ void SessionPool::Trim(const Session* keep) {
         ByteBoundCrossed(keep, 0, &bound) == "max_session_memory_bytes_per_tenant";
     Session* victim = SpillCandidate(keep, tenant_only ? &keep->tenant : nullptr);
     if (victim == nullptr) return;
-    victim->state.reset();
-    victim->kept.clear();
-    // The store holds them with the state (read back together).
-    victim->tokens.clear();
-    victim->tokens.shrink_to_fit();
-    victim->tokens_known = false;
+    Spill(*victim);
   }
 }
 

@@ -140,6 +140,8 @@ class SessionPool {
   // The least recently used state that may go (idle, durable, not `keep`;
   // of `tenant` unless it is null), or null.
   Session* SpillCandidate(const Session* keep, const std::string* tenant) const;
+  // Drops a durable session's state from memory, with what goes with it.
+  static void Spill(Session& session);
   // The byte bound `keep`'s tenant is over with `extra` more bytes, as its
   // flag's name and value; empty when none.
   std::string ByteBoundCrossed(const Session* keep, int64_t extra, int64_t* bound) const;
