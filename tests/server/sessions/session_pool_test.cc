@@ -134,6 +134,29 @@ TEST(SessionPoolTest, MakeRoomSpillsByBytesAndRefusesAStateLargerThanTheBound) {
   EXPECT_EQ(pool.in_memory(), 1);
 }
 
+// A session's bytes are its state's, each state it kept for its
+// conversation (a state at position 0: the part that does not grow) and its
+// tokens (4 bytes each); they count towards the bound, and a spill drops
+// them all with the state.
+TEST(SessionPoolTest, KeptStatesAndTokensCountAndGoWithTheState) {
+  SessionPool pool(10, 10, 0, Bounds(/*max_bytes=*/1000, 0));
+  auto a = pool.Add("", 1), b = pool.Add("", 2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  (*a)->position = 10;  // 200 bytes
+  (*a)->state = std::make_unique<State>();
+  (*a)->tokens.assign(10, 7);  // 40 bytes
+  (*a)->kept = {{3, std::make_shared<const State>()}, {8, std::make_shared<const State>()}};
+  EXPECT_EQ(pool.BytesOf(**a), 200 + 2 * 100 + 40);
+  EXPECT_EQ(pool.ResidentBytes(), 440);
+  (*b)->position = 50;  // 600 bytes: 1040 > 1000, so a goes
+  ASSERT_TRUE(pool.MakeRoom(*b).ok());
+  EXPECT_EQ((*a)->state, nullptr);
+  EXPECT_TRUE((*a)->kept.empty());
+  EXPECT_TRUE((*a)->tokens.empty());
+  EXPECT_FALSE((*a)->tokens_known);
+  EXPECT_EQ(pool.BytesOf(**a), 0);
+}
+
 TEST(SessionPoolTest, ATenantsQuotaSpillsOnlyItsOwnStates) {
   SessionPool pool(10, 10, 0, Bounds(/*max_bytes=*/0, /*per_tenant=*/300));
   auto alice1 = pool.Add("alice", 1), bob = pool.Add("bob", 2), alice2 = pool.Add("alice", 3);
