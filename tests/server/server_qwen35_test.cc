@@ -623,14 +623,16 @@ TEST_F(Qwen35ServerTest, AConversationGoesOnFromTheLongestPrefixItHolds) {
   EXPECT_NE(without.status.error_message().find("conversation needs session_id"),
             std::string::npos)
       << without.status.error_message();
-  v1::GenerateRequest past = MakeRequest("", session->id(), 2, 1, 0.0f);
-  for (int32_t t : conversation) past.add_prompt_tokens(t);
-  past.set_conversation(true);
-  past.set_keep_state_at(static_cast<int64_t>(conversation.size()) + 1);
-  GenerateOutcome refused = RunGenerate(*stub, past);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(refused.status.error_message().find("keep_state_at"), std::string::npos)
-      << refused.status.error_message();
+  for (const int64_t keep_at : {static_cast<int64_t>(conversation.size()) + 1, int64_t{-1}}) {
+    v1::GenerateRequest outside = MakeRequest("", session->id(), 2, 1, 0.0f);
+    for (int32_t t : conversation) outside.add_prompt_tokens(t);
+    outside.set_conversation(true);
+    outside.set_keep_state_at(keep_at);
+    GenerateOutcome refused = RunGenerate(*stub, outside);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << keep_at;
+    EXPECT_NE(refused.status.error_message().find("keep_state_at"), std::string::npos)
+        << refused.status.error_message();
+  }
 }
 
 // A directory that names Qwen3.5 but whose shard lost a tensor stops the
