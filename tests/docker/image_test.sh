@@ -117,17 +117,32 @@ build_image() {
   # LINSERVE_SRC_DIR), so its precompiled headers and the units loading them
   # are cache hits: at another path each would compile anew. Each log line
   # carries the seconds since the build started, to see where its time goes.
-  setsid bash -c 'set -o pipefail; buildah bud "$@" 2>&1 | while IFS= read -r line; do
-                    printf "[%4d s] %s\n" "$SECONDS" "$line"; done' build \
-    --isolation chroot --pull=never --format docker --layers="$layers" \
-    --build-arg LINSERVE_SRC_DIR="$src" \
-    -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" &
-  build_session=$!
-  if ! wait "$build_session"; then
+  #
+  # A RUN step re-executes buildah from a sealed in-memory copy of itself when
+  # it cannot bind-mount its own binary. On a loaded machine the kernel may
+  # refuse that seal for a moment (EBUSY: pages of the copy still pinned), and
+  # the step fails before running anything. That failure, and only it, is
+  # tried again, at most twice; every other failure fails the test at once.
+  local attempt
+  for attempt in 1 2 3; do
+    setsid bash -c 'set -o pipefail; buildah bud "$@" 2>&1 | while IFS= read -r line; do
+                      printf "[%4d s] %s\n" "$SECONDS" "$line"; done' build \
+      --isolation chroot --pull=never --format docker --layers="$layers" --force-rm \
+      --build-arg LINSERVE_SRC_DIR="$src" \
+      -t "$image" -f "$src/Dockerfile" "$src" >"$work/run/build.log" &
+    build_session=$!
+    if wait "$build_session"; then
+      break
+    fi
+    build_session=
+    if [ "$attempt" -lt 3 ] && grep -q 'sealing memfd copy: Device or resource busy' "$work/run/build.log"; then
+      echo "build attempt $attempt: the kernel refused to seal buildah's re-exec copy (EBUSY); building again"
+      continue
+    fi
     tail -n 60 "$work/run/build.log" >&2
     echo "free: $(free_space)" >&2
     fail "the image does not build (whole log: $work/run/build.log)"
-  fi
+  done
   build_session=
   grep -E 'STEP [0-9]+/[0-9]+:|COMMIT' "$work/run/build.log" | cut -c1-120 || true
   if [ -n "$ccache_dir" ]; then
