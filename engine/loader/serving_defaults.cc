@@ -42,11 +42,14 @@ absl::StatusOr<ServingDefaults> ServingDefaultsForModel(const std::string& model
   int64_t context = std::min(config.max_position_embeddings, kDefaultLongContext);
   while (context > 2048 && StateBytes(layout, context) > memory_bytes / 8) context /= 2;
   defaults.max_context_tokens = context;
-  // The state file holds the state and the tokens it consumed (4 bytes each).
-  defaults.max_state_bytes = std::max(
-      defaults.max_state_bytes, (StateBytes(layout, context) + 4 * context + kMiB) / kMiB * kMiB);
   defaults.max_prompt_bytes =
       std::max(defaults.max_prompt_bytes, kPromptBytesPerToken * context);
+  // The state file holds the state, the tokens it consumed (4 bytes each)
+  // and a chat session's messages (each part within a prompt's bytes).
+  defaults.max_state_bytes =
+      std::max(defaults.max_state_bytes, (StateBytes(layout, context) + 4 * context +
+                                          2 * int64_t{defaults.max_prompt_bytes} + kMiB) /
+                                             kMiB * kMiB);
   return defaults;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/log.h"
+#include "server/http/chat_session_messages.h"
 #include "server/http/http_handlers.h"
 #include "server/http/http_turn_sink.h"
 #include "server/http/openai_response.h"
@@ -36,8 +37,13 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   void Start(const HttpRequest& req);
 
  private:
-  // Everything up to the turn's submission; CANCELLED when answered.
-  absl::Status Prepare(const HttpRequest& req);
+  // The caller, the server and the body; CANCELLED when answered.
+  absl::Status Receive(const HttpRequest& req);
+  // A Jinja chat session's turn that sends only its new messages: they
+  // follow the session's stored ones (`chat`), read first.
+  void Continue(const absl::StatusOr<SessionChatInfo>* chat);
+  // Everything else up to the turn's submission; CANCELLED when answered.
+  absl::Status Prepare(const RequestJson* session_messages);
   void Created(const absl::StatusOr<SessionInfo>& info);
   void Submit();
   void Deliver(size_t index, HttpTurnSink::Event event);
@@ -63,6 +69,9 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   const std::shared_ptr<HttpExchange> exchange_;
   std::string tenant_;
   Scheduler* scheduler_ = nullptr;
+  RequestJson body_;
+  std::string header_session_id_;
+  std::string path_;
   OpenAiRequest request_;
   std::optional<GenerateCall> call_;
   std::string session_id_;  // the session the turn continues ("" stateless)
@@ -136,7 +145,7 @@ void CompletionCall::ForgetNewSession() {
   scheduler_->DeleteSession(tenant_, session_id_, [](absl::StatusOr<bool>) {});
 }
 
-absl::Status CompletionCall::Prepare(const HttpRequest& req) {
+absl::Status CompletionCall::Receive(const HttpRequest& req) {
   absl::StatusOr<std::string> tenant = handlers_->Authenticate(req);
   if (!tenant.ok()) return tenant.status();
   tenant_ = *tenant;
@@ -145,10 +154,16 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   scheduler_ = *scheduler;
   absl::StatusOr<RequestJson> body = handlers_->ParseBody(req);
   if (!body.ok()) return body.status();
+  body_ = *std::move(body);
+  header_session_id_ = req.Header("x-session-id");
+  path_ = req.path;
+  return absl::OkStatus();
+}
 
-  absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(endpoint_, *body, *handlers_->chat_template(), req.Header("x-session-id"),
-                         handlers_->service_->options().limits.grammar);
+absl::Status CompletionCall::Prepare(const RequestJson* session_messages) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      endpoint_, body_, *handlers_->chat_template(), header_session_id_,
+      handlers_->service_->options().limits.grammar, session_messages);
   auto field_error = [&](const absl::Status& status) {
     const OpenAiField field = ToOpenAiField(endpoint_, std::string(status.message()));
     Fail(absl::Status(status.code(), field.message), field.param);
@@ -158,7 +173,7 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
   request_ = *std::move(parsed);
   if (request_.ignored_field_count > 0) {
     LogInfo("http_fields_ignored",
-            {{"path", req.path},
+            {{"path", path_},
              {"count", request_.ignored_field_count},
              {"fields", absl::StrJoin(request_.ignored_fields, ",")}});
   }
@@ -267,6 +282,26 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
     }
   }
   logprobs_ = call_->logprobs;
+  if (request_.generate.conversation() && !rendered_prompt_.empty()) {
+    // The session keeps what this turn renders from, for a next turn that
+    // sends only its new messages.
+    ChatTurnContext context;
+    context.messages = std::move(request_.chat_messages);
+    context.tools = std::move(request_.chat_tools);
+    if (request_.tools.active()) {
+      context.tool_format = request_.tools.format;
+      context.functions = request_.tools.functions;
+      context.max_calls = request_.tools.max_calls;
+    }
+    context.reasoning_opened = PromptOpensReasoning(handlers_->reasoning_format(), rendered_prompt_);
+    std::string encoded = EncodeChatTurnContext(context);
+    if (static_cast<int64_t>(encoded.size()) > limits.max_prompt_bytes) {
+      return field_error(absl::InvalidArgumentError(absl::StrCat(
+          "messages: the session's messages are ", encoded.size(),
+          " bytes as JSON; at most max_prompt_bytes = ", limits.max_prompt_bytes)));
+    }
+    call_->chat_context = std::move(encoded);
+  }
   for (const std::string& stop : request_.template_stop) {
     std::vector<std::string>& stops = call_->sampling.stop;
     if (std::find(stops.begin(), stops.end(), stop) == stops.end()) stops.push_back(stop);
@@ -280,11 +315,41 @@ absl::Status CompletionCall::Prepare(const HttpRequest& req) {
 }
 
 void CompletionCall::Start(const HttpRequest& req) {
-  absl::Status prepared = Prepare(req);
+  absl::Status received = Receive(req);
+  if (absl::IsCancelled(received)) return;  // answered
+  if (!received.ok()) return Fail(received);
+  auto self = shared_from_this();
+  exchange_->OnClientGone([self] { self->ClientGone(); });
+  const std::string stored = endpoint_ == OpenAiEndpoint::kChatCompletions &&
+                                     handlers_->chat_template()->jinja() != nullptr
+                                 ? SessionWithStoredMessages(body_, header_session_id_)
+                                 : "";
+  if (stored.empty()) return Continue(nullptr);
+  scheduler_->GetSessionChat(tenant_, stored, [self](absl::StatusOr<SessionChatInfo> chat) {
+    self->exchange_->Post([self, chat = std::move(chat)] { self->Continue(&chat); });
+  });
+}
+
+void CompletionCall::Continue(const absl::StatusOr<SessionChatInfo>* chat) {
+  RequestJson session_messages;
+  if (chat != nullptr) {
+    if (!chat->ok()) return Fail(chat->status());
+    if ((*chat)->chat.empty() && (*chat)->position > 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+                      "session_messages: the session holds no chat messages (its last turn was "
+                      "not a chat turn of this API), so the new ones cannot follow them; send "
+                      "its whole conversation with session_messages = \"replace\"")),
+                  "session_messages");
+    }
+    absl::StatusOr<RequestJson> messages =
+        ChatSessionMessages((*chat)->chat, handlers_->reasoning_format());
+    if (!messages.ok()) return Fail(messages.status());
+    session_messages = *std::move(messages);
+  }
+  absl::Status prepared = Prepare(chat != nullptr ? &session_messages : nullptr);
   if (absl::IsCancelled(prepared)) return;  // answered
   if (!prepared.ok()) return Fail(prepared);
   auto self = shared_from_this();
-  exchange_->OnClientGone([self] { self->ClientGone(); });
   if (!request_.new_session) return Submit();
   scheduler_->CreateSession(tenant_, "", request_.generate.cache_salt(),
                             request_.new_session_state,

@@ -373,11 +373,25 @@ absl::StatusOr<Json> JinjaMessages(const Json& messages) {
 }
 
 absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const OpenAiTools& tools,
-                          bool in_session, OpenAiRequest& request) {
+                          bool in_session, const Json* session_messages, OpenAiRequest& request) {
   v1::GenerateRequest& out = request.generate;
   const Json* messages = f.Get("messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages must be a non-empty list");
+  }
+  std::string mode;
+  LINSERVE_RETURN_IF_ERROR(f.String("session_messages", &mode));
+  if (!mode.empty() && mode != "append" && mode != "replace") {
+    return Invalid(absl::StrCat("session_messages = \"", mode,
+                                "\" is not \"append\" (the default) or \"replace\""));
+  }
+  if (!mode.empty() && !in_session) {
+    return Invalid("session_messages says how a session's turn takes its messages; send it with "
+                   "session_id (or x-session-id) or session = \"new\"");
+  }
+  if (mode == "replace" && chat_template.jinja() == nullptr) {
+    return Invalid("session_messages = \"replace\" needs the model's Jinja chat template; in "
+                   "this server's built-in chat format a session's turn sends its new messages");
   }
   if (f.Get("chat_template") != nullptr) {
     return Invalid("chat_template: a request cannot bring its own chat template; the server "
@@ -388,6 +402,11 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
   LINSERVE_ASSIGN_OR_RETURN(Json kwargs, ReadTemplateKwargs(f));
   if (chat_template.jinja() != nullptr) {
     LINSERVE_ASSIGN_OR_RETURN(Json jinja_messages, JinjaMessages(*messages));
+    if (in_session && mode != "replace" && session_messages != nullptr) {
+      Json whole = *session_messages;
+      whole.insert(whole.end(), jinja_messages.begin(), jinja_messages.end());
+      jinja_messages = std::move(whole);
+    }
     const Json* sent_tools = f.Get("tools");
     const Json listed = tools.active() && sent_tools != nullptr ? *sent_tools : Json();
     LINSERVE_ASSIGN_OR_RETURN(
@@ -401,6 +420,8 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
       // the generation prompt, for the next turn, which the template may
       // render differently from there on (earlier reasoning dropped).
       out.set_conversation(true);
+      request.chat_messages = jinja_messages;
+      request.chat_tools = listed;
       if (add_generation_prompt) {
         LINSERVE_ASSIGN_OR_RETURN(
             RenderedPrompt history,
@@ -551,7 +572,8 @@ absl::Status ReadSession(Fields& f, const std::string& header_session_id, OpenAi
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
                                                  const ChatTemplate& chat_template,
                                                  const std::string& header_session_id,
-                                                 const GrammarLimits& grammar_limits) {
+                                                 const GrammarLimits& grammar_limits,
+                                                 const Json* session_messages) {
   if (!body.is_object()) return Invalid("the request body must be a JSON object");
   OpenAiRequest out;
   Fields f(body);
@@ -570,7 +592,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     LINSERVE_RETURN_IF_ERROR(ReadCompletionPrompt(f, out.generate));
   } else {
     const bool in_session = out.new_session || !out.generate.session_id().empty();
-    LINSERVE_RETURN_IF_ERROR(ReadMessages(f, chat_template, out.tools, in_session, out));
+    LINSERVE_RETURN_IF_ERROR(
+        ReadMessages(f, chat_template, out.tools, in_session, session_messages, out));
     out.template_stop = chat_template.stop();
   }
   LINSERVE_RETURN_IF_ERROR(ReadSampling(f, out.generate));
@@ -627,6 +650,18 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   LINSERVE_RETURN_IF_ERROR(f.String("user", &user));
   f.Unread(&out.ignored_fields, &out.ignored_field_count);
   return out;
+}
+
+std::string SessionWithStoredMessages(const Json& body, const std::string& header_session_id) {
+  if (!body.is_object()) return "";
+  const auto mode = body.find("session_messages");
+  if (mode != body.end() && !mode->is_null() && *mode != "append") return "";
+  const auto id = body.find("session_id");
+  if (id != body.end() && !id->is_null()) {
+    if (!id->is_string()) return "";
+    if (!id->get<std::string>().empty()) return id->get<std::string>();
+  }
+  return header_session_id;
 }
 
 OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
@@ -686,6 +721,7 @@ OpenAiField ToOpenAiField(OpenAiEndpoint endpoint, const std::string& message) {
                                                           "initial_state",
                                                           "cache_salt",
                                                           "session_choice",
+                                                          "session_messages",
                                                           "chat_template",
                                                           "chat_template_kwargs",
                                                           "add_generation_prompt"};

@@ -34,6 +34,12 @@ struct OpenAiRequest {
   // state (generate.keep_state_at, set once both are encoded).
   std::string history_prompt;
   std::vector<ByteRange> history_plain;
+  // A Jinja chat session's turn: every message rendered (the session's
+  // stored ones first, unless the request sent its whole conversation), as
+  // the template read them, and the tools it listed (null: none): what the
+  // session keeps for its next turn (chat_session_messages.h).
+  RequestJson chat_messages;
+  RequestJson chat_tools;
   std::string model;                       // as sent; empty: not sent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -68,10 +74,21 @@ struct OpenAiRequest {
 // constraint, logit_bias its logit_bias; GenerateRequest's validation
 // checks them as it checks gRPC's.
 // `header_session_id` is the x-session-id header ("" when absent).
+// `session_messages`: a Jinja chat session's stored conversation
+// (ChatSessionMessages), which the request's messages follow unless it sends
+// "session_messages": "replace" (its messages are then the whole
+// conversation); null: the session holds none (a new one).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const RequestJson& body,
                                                  const ChatTemplate& chat_template,
                                                  const std::string& header_session_id,
-                                                 const GrammarLimits& grammar_limits = {});
+                                                 const GrammarLimits& grammar_limits = {},
+                                                 const RequestJson* session_messages = nullptr);
+
+// The existing session whose stored messages a chat request's messages
+// follow (its session_id or `header_session_id`, without "session_messages":
+// "replace"); empty when there is none or the body is malformed (its parse
+// then says how). Only a Jinja chat template's sessions store messages.
+std::string SessionWithStoredMessages(const RequestJson& body, const std::string& header_session_id);
 
 // The OpenAI name of the request field an INVALID_ARGUMENT message of the
 // validation starts with ("max_new_tokens = 0 is outside ..." -> "max_tokens"),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct GenerateCall {
   // `prompt_tokens`) the session keeps a state for later turns (0: nowhere).
   bool conversation = false;
   int64_t keep_state_at = 0;
+  // An HTTP chat session's turn: what its messages are rendered from
+  // (SessionChat::context). The session keeps it with the turn's answer;
+  // a turn without it leaves the session no chat messages.
+  std::optional<std::string> chat_context;
   // The constraint, parsed (null: none), and its GBNF text, which names it in
   // the engine's cache of grammars.
   std::shared_ptr<const Grammar> grammar;

@@ -725,6 +725,11 @@ void Scheduler::GetSession(std::string tenant, std::string id, Done<SessionInfo>
                done = std::move(done)] { impl->commands().Get(tenant, id, done); });
 }
 
+void Scheduler::GetSessionChat(std::string tenant, std::string id, Done<SessionChatInfo> done) {
+  impl_->Post([impl = impl_.get(), tenant = std::move(tenant), id = std::move(id),
+               done = std::move(done)] { impl->commands().GetChat(tenant, id, done); });
+}
+
 void Scheduler::ListSessions(std::string tenant, int32_t page_size, std::string page_token,
                              Done<SessionPage> done) {
   impl_->Post([impl = impl_.get(), tenant = std::move(tenant), page_size,

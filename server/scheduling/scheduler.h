@@ -128,6 +128,12 @@ struct SessionInfo {
   int64_t cached_tokens = 0;  // CreateSession: prompt tokens resumed from the prefix-state cache
 };
 
+// A session's chat messages (Session::chat) and the position they are at.
+struct SessionChatInfo {
+  int64_t position = 0;
+  SessionChat chat;
+};
+
 struct SessionPage {
   std::vector<SessionInfo> sessions;
   std::string next_page_token;  // empty on the last page
@@ -175,6 +181,8 @@ class Scheduler {
   void CreateSession(std::string tenant, std::string prompt, std::string cache_salt,
                      std::string initial_state, Done<SessionInfo> done);
   void GetSession(std::string tenant, std::string id, Done<SessionInfo> done);
+  // Its chat messages, for an HTTP chat turn that sends only its new ones.
+  void GetSessionChat(std::string tenant, std::string id, Done<SessionChatInfo> done);
   void ListSessions(std::string tenant, int32_t page_size, std::string page_token,
                     Done<SessionPage> done);
   void DeleteSession(std::string tenant, std::string id, Done<bool> done);

@@ -61,6 +61,15 @@ void SessionCommands::Get(const std::string& tenant, const std::string& id,
                     });
 }
 
+void SessionCommands::GetChat(const std::string& tenant, const std::string& id,
+                              const Done<SessionChatInfo>& done) {
+  sessions_.Prepare(tenant, id, SessionManager::Use::kRead,
+                    [done](absl::StatusOr<Session*> session, TurnLease) {
+                      if (!session.ok()) return done(session.status());
+                      done(SessionChatInfo{(*session)->position, (*session)->chat});
+                    });
+}
+
 void SessionCommands::List(const std::string& tenant, int32_t page_size,
                            const std::string& page_token, const Done<SessionPage>& done) {
   if (page_size < 0 || page_size > kMaxPageSize) {
@@ -125,6 +134,7 @@ void SessionCommands::Fork(const std::string& tenant, const std::string& id,
         fork.tokens = (*source)->tokens;
         fork.tokens_known = (*source)->tokens_known;
         fork.kept = (*source)->kept;
+        fork.chat = (*source)->chat;
         sessions_.CheckpointThenAnswer(fork, done, "the fork");
       });
 }
@@ -157,6 +167,7 @@ void SessionCommands::Import(const std::string& tenant, std::shared_ptr<PendingI
   // Those the file holds (a version 1 file's are not known).
   imported.tokens = record.tokens;
   imported.tokens_known = static_cast<int64_t>(record.tokens.size()) == record.position;
+  imported.chat = record.chat;
   sessions_.CheckpointImported(imported, std::move(import), done);
 }
 

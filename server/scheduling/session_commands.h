@@ -33,6 +33,8 @@ class SessionCommands {
   void CreateFrom(const std::string& tenant, State state, int64_t pending_token,
                   std::string origin, const Done<SessionInfo>& done);
   void Get(const std::string& tenant, const std::string& id, const Done<SessionInfo>& done);
+  void GetChat(const std::string& tenant, const std::string& id,
+               const Done<SessionChatInfo>& done);
   void List(const std::string& tenant, int32_t page_size, const std::string& page_token,
             const Done<SessionPage>& done);
   void Delete(const std::string& tenant, const std::string& id, const Done<bool>& done);

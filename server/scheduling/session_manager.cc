@@ -28,6 +28,7 @@ std::unique_ptr<Session> SessionFromRecord(const SessionRecord& record) {
   session->created_unix_ms = record.created_unix_ms;
   session->last_used_unix_ms = record.last_used_unix_ms;
   session->tokens_known = false;  // read with the state, when a turn needs it
+  session->chat = record.chat;
   return session;
 }
 
@@ -404,6 +405,7 @@ SessionRecord SessionManager::RecordOf(const Session& session, std::string paylo
   record.last_used_unix_ms = session.last_used_unix_ms;
   record.payload = std::move(payload);
   if (session.tokens_known) record.tokens = session.tokens;
+  record.chat = session.chat;
   return record;
 }
 

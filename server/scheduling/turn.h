@@ -61,6 +61,8 @@ struct Turn {
   bool tokens_known = false;
   std::vector<KeptState> kept;
   int64_t keep_state_at = 0;
+  // An HTTP chat session's turn (call.chat_context): the text it answered.
+  std::string reply_text;
   std::unique_ptr<Generation> generation;  // null for a CreateSession prefill
   uint64_t seed = 0;
   int64_t next_token = -1;  // sampled, fed to the model by the next decode step

@@ -554,6 +554,7 @@ void TurnRunner::Emit(Turn& turn, absl::Span<const float> row, const Generation:
   metrics_->generated_tokens_total().Increment();
   TurnPiece piece;
   piece.text = step.text;
+  if (turn.call.chat_context) turn.reply_text += step.text;
   if (turn.call.logprobs) {
     piece.tokens.push_back(DescribeToken(row, step.token, turn.call.top_logprobs, tokenizer_));
     turn.cumulative_logprob += piece.tokens.back().token.logprob;
@@ -667,6 +668,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   next->last_used_unix_ms = sessions_.NowUnixMs();
   next->state = std::make_unique<State>(std::move(turn.state));
   next->kept = std::move(turn.kept);
+  if (turn.call.chat_context) next->chat = {*std::move(turn.call.chat_context), std::move(turn.reply_text)};
   // The tokens it consumed: those before the turn, its prefill, and what it
   // generated but the last token (pending, not fed).
   next->tokens_known = turn.tokens_known;
@@ -706,6 +708,7 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
               session->tokens = std::move(next->tokens);
               session->tokens_known = next->tokens_known;
               session->kept = std::move(next->kept);
+              session->chat = std::move(next->chat);
               session->last_used_unix_ms = next->last_used_unix_ms;
               sessions_.Touch(*session);
               sessions_.Trim(*session);

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/generation/sampler.h"
+#include "server/store/state_file.h"
 #include "server/store/state_store.h"
 
 namespace linserve {
@@ -54,6 +55,9 @@ struct Session {
   // States kept at points of its conversation, oldest first, each at most
   // `position`. They go when the state leaves memory.
   std::vector<KeptState> kept;
+  // Its chat messages: in memory while the session is known (a state's
+  // spill keeps them: they are small beside it), and in its state file.
+  SessionChat chat;
   bool busy = false;       // a turn (Generate or a CreateSession prefill) runs on it
   int pending_writes = 0;  // checkpoints queued and not yet durable
   // With a store several servers share: the store version this copy

@@ -153,6 +153,7 @@ absl::Status SessionSharing::Reload(Session& session, const VersionedStateFile& 
     session.rng = {record.rng_seed, record.rng_draws};
     session.last_used_unix_ms = record.last_used_unix_ms;
     session.store_version = stored.version;
+    session.chat = std::move(record.chat);
   }
   return absl::OkStatus();
 }

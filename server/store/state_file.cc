@@ -1,5 +1,6 @@
 #include "server/store/state_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -18,8 +19,9 @@ constexpr char kMagic[8] = {'L', 'N', 'S', 'V', 'S', 'T', 'A', 'T'};
 constexpr size_t kChecksumBytes = 32;
 // magic, version, header length, payload length, checksum (version 1)
 constexpr size_t kFixedBytes = 8 + 4 + 4 + 8 + kChecksumBytes;
-// Version 2's token count.
+// Version 2's token count, version 3's two chat lengths.
 constexpr size_t kTokenCountBytes = 8;
+constexpr size_t kChatLengthBytes = 8;
 
 void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -85,7 +87,8 @@ std::string EncodeStateFile(const SessionRecord& r, std::string_view payload) {
   const std::string header = fields.dump();
   std::string out(kMagic, sizeof(kMagic));
   out.reserve(kFixedBytes + header.size() + payload.size() + kTokenCountBytes +
-              4 * r.tokens.size());
+              4 * r.tokens.size() + 2 * kChatLengthBytes + r.chat.context.size() +
+              r.chat.reply.size());
   AppendLittleEndian(out, kStateFormatVersion, 4);
   AppendLittleEndian(out, header.size(), 4);
   out += header;
@@ -93,6 +96,10 @@ std::string EncodeStateFile(const SessionRecord& r, std::string_view payload) {
   out += payload;
   AppendLittleEndian(out, r.tokens.size(), 8);
   for (int32_t token : r.tokens) AppendLittleEndian(out, static_cast<uint32_t>(token), 4);
+  for (const std::string* text : {&r.chat.context, &r.chat.reply}) {
+    AppendLittleEndian(out, text->size(), kChatLengthBytes);
+    out += *text;
+  }
   out += Checksum(out);
   return out;
 }
@@ -119,7 +126,7 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
   }
   const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
   const uint64_t version = ReadLittleEndian(bytes, 8, 4);
-  const bool known_version = version == 1 || version == kStateFormatVersion;
+  const bool known_version = version >= 1 && version <= kStateFormatVersion;
   // Another version's layout is not known: only its checksum is checked.
   const size_t payload_at = 16 + header_bytes + 8;
   const uint64_t payload_bytes = ReadLittleEndian(bytes, 16 + header_bytes, 8);
@@ -130,11 +137,33 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
     return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
   }
   uint64_t token_count = 0;
+  // Version 3's chat texts: where each begins, and its length.
+  size_t chat_at[2] = {0, 0};
+  uint64_t chat_bytes[2] = {0, 0};
   if (known_version && version >= 2) {
     token_count = ReadLittleEndian(bytes, payload_at + payload_bytes, kTokenCountBytes);
-    const size_t token_bytes = after_payload - payload_bytes - kTokenCountBytes;
-    if (token_count > token_bytes / 4 || token_count * 4 != token_bytes) {
+    const size_t rest = after_payload - payload_bytes - kTokenCountBytes;
+    const size_t chat_section = version >= 3 ? 2 * kChatLengthBytes : 0;
+    if (token_count > (rest - std::min(rest, chat_section)) / 4 ||
+        (version == 2 && token_count * 4 != rest)) {
       return Corrupt(absl::StrCat("token count ", token_count, " does not match the file"));
+    }
+    if (version >= 3) {
+      size_t at = payload_at + payload_bytes + kTokenCountBytes + 4 * token_count;
+      for (int i = 0; i < 2; ++i) {
+        const size_t left = bytes.size() - kChecksumBytes - at;
+        if (left < kChatLengthBytes) return Corrupt("the chat section does not fit the file");
+        chat_bytes[i] = ReadLittleEndian(bytes, at, kChatLengthBytes);
+        at += kChatLengthBytes;
+        if (chat_bytes[i] > left - kChatLengthBytes) {
+          return Corrupt(absl::StrCat("chat length ", chat_bytes[i], " does not fit the file"));
+        }
+        chat_at[i] = at;
+        at += chat_bytes[i];
+      }
+      if (at != bytes.size() - kChecksumBytes) {
+        return Corrupt("the chat section does not end where the file does");
+      }
     }
   } else if (known_version && payload_bytes != after_payload) {
     return Corrupt(absl::StrCat("payload length ", payload_bytes, " does not match the file"));
@@ -183,6 +212,8 @@ absl::StatusOr<SessionRecord> Decode(std::string_view bytes, int64_t max_bytes,
   for (uint64_t i = 0; i < token_count; ++i) {
     r.tokens[i] = static_cast<int32_t>(static_cast<uint32_t>(ReadLittleEndian(bytes, tokens_at + 4 * i, 4)));
   }
+  r.chat.context = std::string(bytes.substr(chat_at[0], chat_bytes[0]));
+  r.chat.reply = std::string(bytes.substr(chat_at[1], chat_bytes[1]));
   return r;
 }
 

@@ -16,11 +16,16 @@
 //                 tensor table and the tensors)
 //   24+H+P  8     token count N (uint64 LE): 0, or the position       [version 2]
 //   32+H+P  4N    the tokens the state consumed, in order (int32 LE)  [version 2]
+//   ...     8     chat context length C (uint64 LE)                   [version 3]
+//   ...     C     SessionChat::context (the HTTP layer's JSON)        [version 3]
+//   ...     8     chat reply length R (uint64 LE)                     [version 3]
+//   ...     R     SessionChat::reply (UTF-8 text)                     [version 3]
 //   ...     32    SHA-256 of every byte before it
 //
 // Version 2 added the tokens (a session's conversation turns compare them
-// with what they are sent); version 1 files are still read, as files whose
-// tokens are not known. Decoding checks sizes before it reads or allocates,
+// with what they are sent), version 3 an HTTP chat session's messages;
+// version 1 and 2 files are still read, as files whose tokens (version 1)
+// and chat messages are not known. Decoding checks sizes before it reads or allocates,
 // then the checksum, and only then interprets the header: a corrupt file is
 // DATA_LOSS, a sound file of another format version or model is
 // FAILED_PRECONDITION. The payload's tensors are checked against the model by
@@ -36,7 +41,19 @@
 
 namespace linserve {
 
-inline constexpr uint32_t kStateFormatVersion = 2;
+inline constexpr uint32_t kStateFormatVersion = 3;
+
+// An HTTP chat session's messages, as its last turn left them: what the HTTP
+// layer rendered that turn from (`context`, a JSON document only it reads)
+// and the text the turn answered (`reply`). A chat turn that sends only its
+// new messages renders them after these. Empty when the last turn was not
+// such a chat turn.
+struct SessionChat {
+  std::string context;
+  std::string reply;
+
+  bool empty() const { return context.empty() && reply.empty(); }
+};
 inline constexpr int64_t kMaxStateHeaderBytes = 64 * 1024;
 
 struct SessionRecord {
@@ -53,6 +70,7 @@ struct SessionRecord {
   // The tokens the state consumed (position of them), when known; empty
   // otherwise (a named state's, a version 1 file's).
   std::vector<int32_t> tokens;
+  SessionChat chat;  // empty in files before version 3
   // A named state's: where it came from ("prompt", "state_file",
   // "rwkv_peft", "ai00"); empty (and not written) for a session.
   std::string source;

@@ -279,7 +279,7 @@ TEST_F(CorruptStateTest, AnotherDtypeIsDataLossNamingIt) {
 }
 
 TEST_F(CorruptStateTest, AnotherFormatVersionIsFailedPrecondition) {
-  for (uint32_t version : {0u, 3u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 4u, 0xffffffffu}) {
     const absl::Status status = Load(WithFormatVersion(*file_, version));
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
     EXPECT_NE(status.message().find("format version " + std::to_string(version)),

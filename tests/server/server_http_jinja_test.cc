@@ -409,9 +409,9 @@ TEST_F(HttpJinjaTest, RequestTemplatesAndReservedKwargsAre400) {
   }
 }
 
-// A chat session under a Jinja template takes the whole conversation, as a
-// stateless chat does, and gives what the stateless chat gives at every
-// turn (message, logprobs). The template drops each earlier turn's
+// A chat session under a Jinja template that sends its whole conversation
+// ("session_messages": "replace"), as a stateless chat does, gives what the
+// stateless chat gives at every turn (message, logprobs). The template drops each earlier turn's
 // reasoning once a new user message follows, so the session goes back to
 // the state it kept where that turn's generation prompt began and prefills
 // from there: the re-rendered answer and the new message.
@@ -436,6 +436,7 @@ TEST_F(HttpJinjaTest, AChatSessionEqualsTheStatelessChatAndPrefillsOnlyWhatIsNew
     } else {
       request["session_id"] = session;
     }
+    request["session_messages"] = "replace";
     HttpReply live = http.Post("/v1/chat/completions", request);
     ASSERT_EQ(live.status, 200) << live.body;
     if (session.empty()) session = live.json["session_id"].get<std::string>();
@@ -467,6 +468,103 @@ TEST_F(HttpJinjaTest, AChatSessionEqualsTheStatelessChatAndPrefillsOnlyWhatIsNew
   }
   const std::string metrics = ScrapeMetrics(server_->metrics_port()).value_or("");
   EXPECT_GE(MetricValue(metrics, "linserve_conversation_turns_total{resumed=\"kept_state\"}"), 2);
+}
+
+// One turn of a stored-messages session, and the stateless chat of the
+// conversation a client keeps (every message sent, every answer as it came):
+// the same message, tokens and prompt.
+void ExpectSameTurn(const HttpReply& live, const HttpReply& alone) {
+  ASSERT_EQ(live.status, 200) << live.body;
+  ASSERT_EQ(alone.status, 200) << alone.body;
+  EXPECT_EQ(live.json["choices"][0]["message"], alone.json["choices"][0]["message"]);
+  const Json& live_tokens = live.json["choices"][0]["logprobs"]["content"];
+  const Json& alone_tokens = alone.json["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(live_tokens.size(), alone_tokens.size());
+  for (size_t i = 0; i < live_tokens.size(); ++i) {
+    EXPECT_EQ(live_tokens[i]["token"], alone_tokens[i]["token"]) << i;
+  }
+  EXPECT_EQ(live.json["usage"]["prompt_tokens"], alone.json["usage"]["prompt_tokens"]);
+}
+
+// By default a Jinja chat session stores its messages: each turn sends only
+// its new ones, and the session renders them after what it holds (its
+// earlier messages and answers, each answer as the client received it).
+// It equals the stateless chat of the whole conversation at every turn,
+// prefills only what is new, and its messages travel in its state file.
+TEST_F(HttpJinjaTest, AChatSessionStoresItsMessagesAndTakesOnlyTheNewOnes) {
+  HttpTestClient http = Client();
+  Json conversation = Json::array({{{"role", "system"}, {"content", "Be brief."}}});
+  std::string session;
+  // A turn without thinking answers in content, which later turns render.
+  auto turn = [&](const std::string& id, const Json& sent, int seed, bool thinking = true) {
+    Json request = {{"messages", sent},   {"max_tokens", 8},   {"seed", seed},
+                    {"temperature", 0.8}, {"logprobs", true},
+                    {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
+    Json stateless = request;
+    stateless["messages"] = conversation;
+    stateless["cache_salt"] = "alone";
+    HttpReply alone = http.Post("/v1/chat/completions", stateless);
+    if (id.empty()) {
+      request["session"] = "new";
+    } else {
+      request["session_id"] = id;
+    }
+    HttpReply live = http.Post("/v1/chat/completions", request);
+    ExpectSameTurn(live, alone);
+    return live;
+  };
+  const std::vector<std::string> questions = {"Hi", "Why?", "And then?"};
+  for (size_t n = 0; n < questions.size(); ++n) {
+    SCOPED_TRACE("turn " + std::to_string(n + 1));
+    Json sent = Json::array();
+    if (n == 0) sent.push_back(conversation[0]);
+    sent.push_back({{"role", "user"}, {"content", questions[n]}});
+    conversation.push_back(sent.back());
+    HttpReply live = turn(session, sent, 30 + static_cast<int>(n), /*thinking=*/n != 1);
+    if (HasFatalFailure()) return;
+    if (n == 1) {
+      EXPECT_FALSE(live.json["choices"][0]["message"]["content"].get<std::string>().empty());
+    }
+    if (session.empty()) session = live.json["session_id"].get<std::string>();
+    if (n > 0) EXPECT_GT(live.json["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    Json answer = live.json["choices"][0]["message"];
+    conversation.push_back(answer);
+  }
+
+  // Exported and imported, the copy holds the same messages.
+  HttpReply file = http.Get("/v1/sessions/" + session + "/state");
+  ASSERT_EQ(file.status, 200);
+  httplib::Client raw("127.0.0.1", server_->http_port());
+  HttpReply imported =
+      FromResult(raw.Post("/v1/sessions/import", file.body, "application/octet-stream"));
+  ASSERT_EQ(imported.status, 200) << imported.body;
+  const Json next = Json::array({{{"role", "user"}, {"content", "Bye."}}});
+  conversation.push_back(next[0]);
+  turn(imported.json["id"].get<std::string>(), next, 40);
+}
+
+// A session whose last turn was not a chat turn holds no messages for new
+// ones to follow: refused by name; "replace" still serves it, and an
+// unknown mode, or one without a session, is a 400 naming the field.
+TEST_F(HttpJinjaTest, StoredMessagesAreRefusedByNameWhereTheSessionHasNone) {
+  HttpTestClient http = Client();
+  HttpReply made = http.Post("/v1/sessions", Json{{"prompt", "Once upon a time"}});
+  ASSERT_EQ(made.status, 200) << made.body;
+  const std::string id = made.json["id"].get<std::string>();
+  Json request = {{"messages", kMessages}, {"max_tokens", 2}, {"session_id", id}};
+  HttpReply refused = http.Post("/v1/chat/completions", request);
+  EXPECT_EQ(refused.json["error"]["param"], "session_messages") << refused.body;
+  EXPECT_NE(refused.body.find("replace"), std::string::npos) << refused.body;
+  request["session_messages"] = "replace";
+  EXPECT_EQ(http.Post("/v1/chat/completions", request).status, 200);
+  for (const Json& bad : {Json{{"session_messages", "prepend"}, {"session_id", id}},
+                          Json{{"session_messages", "append"}}}) {
+    Json sent = {{"messages", kMessages}, {"max_tokens", 2}};
+    sent.update(bad);
+    HttpReply reply = http.Post("/v1/chat/completions", sent);
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(reply.json["error"]["param"], "session_messages") << reply.body;
+  }
 }
 
 }  // namespace

@@ -66,10 +66,57 @@ TEST(StateFileTest, ReadsBackTheTokens) {
   EXPECT_TRUE(none->tokens.empty());
 }
 
+// Version 3 holds an HTTP chat session's messages: its context and reply.
+TEST(StateFileTest, ReadsBackTheChat) {
+  SessionRecord r = Sample();
+  r.chat.context = R"({"messages": [{"role": "user", "content": "hi"}]})";
+  r.chat.reply = std::string("<think>\n\n</think>\n\nHello\0 there", 30);
+  auto back = DecodeStateFile(EncodeStateFile(r), kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->chat.context, r.chat.context);
+  EXPECT_EQ(back->chat.reply, r.chat.reply);
+  EXPECT_EQ(back->payload, r.payload);
+  auto none = DecodeStateFile(EncodeStateFile(Sample()), kMaxBytes);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->chat.empty());
+}
+
+// A version 2 file (no chat section) still reads, with no chat messages.
+TEST(StateFileTest, AVersionTwoFileReadsWithoutChat) {
+  SessionRecord r = Sample();
+  r.tokens.assign(r.position, 9);
+  std::string file = EncodeStateFile(r);
+  file.resize(file.size() - 32 - 16);  // the checksum and the empty chat lengths
+  file[8] = 2;
+  auto back = DecodeStateFile(file + Sha256Digest({file}), kMaxBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->tokens, r.tokens);
+  EXPECT_TRUE(back->chat.empty());
+}
+
+// A chat length the file does not hold is DATA_LOSS naming it.
+TEST(StateFileTest, AChatLengthThatLiesIsDataLoss) {
+  SessionRecord r = Sample();
+  r.chat.context = "{}";
+  r.chat.reply = "abc";
+  const std::string file = EncodeStateFile(r);
+  const size_t context_length_at = file.size() - 32 - 3 - 8 - 2 - 8;
+  const size_t reply_length_at = file.size() - 32 - 3 - 8;
+  for (size_t at : {context_length_at, reply_length_at}) {
+    for (uint64_t lie : {uint64_t{1}, uint64_t{4}, uint64_t{1} << 62, ~uint64_t{0}}) {
+      std::string bad = file;
+      for (int i = 0; i < 8; ++i) bad[at + i] = static_cast<char>((lie >> (8 * i)) & 0xff);
+      auto decoded = DecodeStateFile(Resealed(bad), kMaxBytes);
+      EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << at << " " << lie;
+      EXPECT_NE(decoded.status().message().find("chat"), std::string::npos) << decoded.status();
+    }
+  }
+}
+
 // A version 1 file (no token section) still reads, its tokens not known.
 TEST(StateFileTest, AVersionOneFileReadsWithoutTokens) {
   std::string file = EncodeStateFile(Sample());
-  file.resize(file.size() - 32 - 8);  // the checksum and the empty token count
+  file.resize(file.size() - 32 - 8 - 16);  // the checksum, token count and chat lengths
   file[8] = 1;
   auto back = DecodeStateFile(file + Sha256Digest({file}), kMaxBytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -88,7 +135,7 @@ TEST(StateFileTest, ATokenCountThatLiesIsDataLoss) {
             std::string::npos)
       << wrong.status();
   std::string file = EncodeStateFile(Sample());
-  const size_t count_at = file.size() - 32 - 8;
+  const size_t count_at = file.size() - 32 - 16 - 8;  // before the empty chat lengths
   for (uint64_t lie : {uint64_t{1}, uint64_t{1} << 62, ~uint64_t{0}}) {
     std::string bad = file;
     for (int i = 0; i < 8; ++i) bad[count_at + i] = static_cast<char>((lie >> (8 * i)) & 0xff);
@@ -183,10 +230,10 @@ TEST(StateFileTest, AppendedBytesAreDataLoss) {
 
 TEST(StateFileTest, AnotherFormatVersionIsFailedPrecondition) {
   std::string file = EncodeStateFile(Sample());
-  file[8] = 3;  // version 3, checksum made to match
+  file[8] = 4;  // version 4, checksum made to match
   auto decoded = DecodeStateFile(Resealed(file), kMaxBytes);
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(decoded.status().message().find("format version 3"), std::string::npos)
+  EXPECT_NE(decoded.status().message().find("format version 4"), std::string::npos)
       << decoded.status();
 }
 
