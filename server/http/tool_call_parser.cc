@@ -133,6 +133,15 @@ void ToolCallParser::Run(Step& out, bool at_end) {
       case Phase::kCallStart:
         more = RunCallStart(out, at_end);
         break;
+      case Phase::kJsonHead:
+        more = RunJsonHead(out, at_end);
+        break;
+      case Phase::kJsonArguments:
+        more = RunJsonArguments(out, at_end);
+        break;
+      case Phase::kJsonTail:
+        more = RunJsonTail(out, at_end);
+        break;
       case Phase::kJsonCall:
         more = RunJsonCall(out, at_end);
         break;
@@ -161,7 +170,7 @@ bool ToolCallParser::RunText(Step& out, bool at_end) {
     out.content.append(held_, 0, end);
     space_before_.assign(held_, end, start - end);
     held_.erase(0, start + kCallStart.size());
-    phase_ = format_ == ToolCallFormat::kHermes ? Phase::kJsonCall : Phase::kCallStart;
+    phase_ = format_ == ToolCallFormat::kHermes ? Phase::kJsonHead : Phase::kCallStart;
     return true;
   }
   // Bytes that may begin the tag wait, and so does the whitespace before
@@ -204,6 +213,161 @@ bool ToolCallParser::RunCallStart(Step& out, bool at_end) {
   held_.erase(0, space + end + 1);
   OpenCall(out, std::move(name));
   phase_ = Phase::kBody;
+  return true;
+}
+
+namespace {
+
+// How far a hermes call's text matches {"name": "NAME", "arguments": {.
+struct JsonHead {
+  enum { kNeedMore, kOther, kMatch } result = kNeedMore;
+  std::string name;
+  size_t end = 0;  // kMatch: just past the arguments' brace
+};
+
+JsonHead MatchJsonHead(std::string_view text) {
+  JsonHead head;
+  size_t i = 0;
+  // Each step: kMatch when it was read whole, kNeedMore at the text's end.
+  auto literal = [&](std::string_view expected) {
+    i += SkipSpace(text.substr(i));
+    const size_t n = std::min(expected.size(), text.size() - i);
+    if (text.substr(i, n) != expected.substr(0, n)) return JsonHead::kOther;
+    i += n;
+    return n < expected.size() ? JsonHead::kNeedMore : JsonHead::kMatch;
+  };
+  for (std::string_view expected : {"{", "\"name\"", ":", "\""}) {
+    if (const auto step = literal(expected); step != JsonHead::kMatch) {
+      head.result = step;
+      return head;
+    }
+  }
+  while (i < text.size() && text[i] != '"') {
+    if (!IsNameChar(text[i]) || head.name.size() == kMaxNameBytes) {
+      head.result = JsonHead::kOther;
+      return head;
+    }
+    head.name += text[i++];
+  }
+  if (i == text.size()) return head;
+  if (head.name.empty()) {
+    head.result = JsonHead::kOther;
+    return head;
+  }
+  ++i;
+  for (std::string_view expected : {",", "\"arguments\"", ":", "{"}) {
+    if (const auto step = literal(expected); step != JsonHead::kMatch) {
+      head.result = step;
+      return head;
+    }
+  }
+  head.result = JsonHead::kMatch;
+  head.end = i;
+  return head;
+}
+
+}  // namespace
+
+bool ToolCallParser::RunJsonHead(Step& out, bool at_end) {
+  const JsonHead head = MatchJsonHead(held_);
+  if (head.result == JsonHead::kNeedMore && !at_end) return false;
+  if (head.result != JsonHead::kMatch) {
+    phase_ = Phase::kJsonCall;  // another shape, or cut: read whole
+    return true;
+  }
+  OpenCall(out, head.name);
+  held_.erase(0, head.end);
+  scanned_ = 0;
+  depth_ = 1;
+  in_string_ = false;
+  escaped_ = false;
+  phase_ = Phase::kJsonArguments;
+  return true;
+}
+
+bool ToolCallParser::RunJsonArguments(Step& out, bool at_end) {
+  // Scans for the open member's end: a comma in the arguments' object, or
+  // its closing brace, outside strings.
+  while (scanned_ < held_.size()) {
+    const size_t at = scanned_++;
+    const char c = held_[at];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (c == '}' || c == ']') {
+      --depth_;
+    }
+    const bool closes = depth_ == 0;
+    if (!closes && !(depth_ == 1 && c == ',')) continue;
+    const std::string_view member = Trim(std::string_view(held_).substr(0, at));
+    if (!(member.empty() && closes && parameters_ == 0)) {
+      const Json one = Json::parse("{" + std::string(member) + "}", nullptr,
+                                   /*allow_exceptions=*/false);
+      if (one.is_discarded() || one.size() != 1) {
+        // Not JSON: the call ends with the arguments it has; the rest is content.
+        CloseCall(out);
+        ++malformed_;
+        phase_ = Phase::kText;
+        drop_space_ = false;
+        return true;
+      }
+      AddArguments(out, absl::StrCat(parameters_ == 0 ? "{" : ",", Dump(Json(one.begin().key())),
+                                     ":", Dump(one.begin().value())));
+      ++parameters_;
+    }
+    held_.erase(0, at + 1);
+    scanned_ = 0;
+    if (closes) {
+      CloseCall(out);
+      phase_ = Phase::kJsonTail;
+      return true;
+    }
+  }
+  if (!at_end) return false;
+  CloseCall(out);  // cut inside the arguments: it keeps those it has
+  held_.clear();
+  phase_ = Phase::kText;
+  return false;
+}
+
+bool ToolCallParser::RunJsonTail(Step& out, bool at_end) {
+  const size_t space = SkipSpace(held_);
+  if (space == held_.size()) {
+    if (!at_end) return false;
+    held_.clear();
+    phase_ = Phase::kText;
+    return false;
+  }
+  if (held_[space] != '}') {
+    // The call's object goes on past its arguments: the rest is content.
+    ++malformed_;
+    held_.erase(0, space);
+    phase_ = Phase::kText;
+    drop_space_ = false;
+    return true;
+  }
+  const size_t after = space + 1 + SkipSpace(std::string_view(held_).substr(space + 1));
+  const std::string_view rest = std::string_view(held_).substr(after);
+  if (StartsWith(rest, kCallEnd)) {
+    held_.erase(0, after + kCallEnd.size());
+  } else if (!at_end && StartsWith(kCallEnd, rest)) {
+    return false;
+  } else {
+    held_.erase(0, after);  // without its closing tag, what follows is content
+  }
+  phase_ = Phase::kText;
+  drop_space_ = true;
   return true;
 }
 

@@ -41,11 +41,15 @@ struct ToolCallDelta {
 // whitespace around a call is dropped. An XML call is sent as it arrives:
 // its name once its <function=...> line is read, then each parameter once
 // its </parameter> is, converted to the JSON type its schema gives. A JSON
-// (hermes) call is sent once its closing tag is read. A call whose start is
-// not the format's (or, hermes, whose JSON is not {"name", "arguments"}) is
-// left as content and counted in malformed(); a value that does not convert
-// stays a string and is counted in unconverted(). A call cut by the turn's
-// end keeps the parameters it has. Not thread-safe.
+// (hermes) call written {"name": ..., "arguments": {...}} is sent as it
+// arrives too: its name once the arguments' brace is read, then each
+// argument once its value is whole. A JSON call of another shape (the
+// arguments first, or as a string) is sent once its closing tag is read. A
+// call whose start is not the format's (or, hermes, whose JSON is not
+// {"name", "arguments"}) is left as content and counted in malformed(); a
+// value that does not convert stays a string and is counted in
+// unconverted(). A call cut by the turn's end keeps the parameters it has;
+// garbage inside one ends it, the rest being content. Not thread-safe.
 class ToolCallParser {
  public:
   // `functions`: the request's tools, each {"name", "parameters"?} (the
@@ -68,12 +72,25 @@ class ToolCallParser {
   int64_t unconverted() const { return unconverted_; }
 
  private:
-  enum class Phase { kText, kCallStart, kJsonCall, kBody, kParameter, kAfterFunction };
+  enum class Phase {
+    kText,
+    kCallStart,
+    kJsonHead,       // hermes: {"name": "...", "arguments": {
+    kJsonArguments,  // hermes: the arguments, one member at a time
+    kJsonTail,       // hermes: the call's closing brace and tag
+    kJsonCall,       // hermes, another shape: the whole call at its closing tag
+    kBody,
+    kParameter,
+    kAfterFunction
+  };
   // Consumes held_ as far as it can; `at_end`: nothing more will come.
   void Run(Step& out, bool at_end);
   // Each returns false when it needs more bytes.
   bool RunText(Step& out, bool at_end);
   bool RunCallStart(Step& out, bool at_end);
+  bool RunJsonHead(Step& out, bool at_end);
+  bool RunJsonArguments(Step& out, bool at_end);
+  bool RunJsonTail(Step& out, bool at_end);
   bool RunJsonCall(Step& out, bool at_end);
   bool RunBody(Step& out, bool at_end);
   bool RunParameter(Step& out, bool at_end);
@@ -96,6 +113,12 @@ class ToolCallParser {
   std::string function_;      // the open XML call's name
   std::string parameter_;     // the open parameter's name
   int32_t parameters_ = 0;    // parameters sent in the open call
+  // Hermes arguments: how far held_ was scanned for the open member's end,
+  // and the scan's JSON nesting, string and escape there.
+  size_t scanned_ = 0;
+  int32_t depth_ = 1;
+  bool in_string_ = false;
+  bool escaped_ = false;
   int32_t calls_ = 0;         // calls opened
   int64_t malformed_ = 0;
   int64_t unconverted_ = 0;

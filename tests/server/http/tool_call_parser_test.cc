@@ -119,6 +119,28 @@ const std::vector<Case>& Cases() {
        "<tool_call>\n{\"nam\": \"noop\"}\n</tool_call> after",
        {},
        1},
+      // Arguments whose strings hold the scan's delimiters, nested values.
+      {F::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a, b}\", "
+       "\"where\": {\"lat\": 1, \"lon\": [2, 3]}, \"tags\": [\"x\\\"y\", \"}\"]}}\n</tool_call>",
+       "",
+       {{"get_weather", R"({"city":"a, b}","where":{"lat":1,"lon":[2,3]},"tags":["x\"y","}"]})"}}},
+      // Another shape (the arguments first) is read whole.
+      {F::kHermes,
+       "<tool_call>\n{\"arguments\": {\"a\": 1}, \"name\": \"noop\"}\n</tool_call>",
+       "",
+       {{"noop", R"({"a":1})"}}},
+      // An argument that is not JSON ends the call; the rest is content.
+      {F::kHermes,
+       "<tool_call>\n{\"name\": \"noop\", \"arguments\": {\"a\": 1, \"b\": oops}}\n</tool_call>",
+       " \"b\": oops}}\n</tool_call>",
+       {{"noop", R"({"a":1})"}},
+       1},
+      // Cut inside the arguments: the call keeps those it has.
+      {F::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 2",
+       "",
+       {{"get_weather", R"({"city":"Oslo"})"}}},
       {F::kHermes,
        "<tool_call>\n{\"name\": \"noop\", \"argu",
        "<tool_call>\n{\"name\": \"noop\", \"argu",
@@ -190,6 +212,27 @@ TEST(ToolCallParserTest, SingleBytesGiveTheWhole) {
     for (char ch : c.text) bytes.emplace_back(1, ch);
     ExpectCase(c, Parse(c, bytes), c.text + " byte by byte");
   }
+}
+
+// A hermes call streams as it arrives: its name once the arguments' brace
+// is read, each argument once its value is whole, before the closing tag.
+TEST(ToolCallParserTest, HermesArgumentsStreamAsTheyArrive) {
+  ToolCallParser parser(ToolCallFormat::kHermes, Functions());
+  ToolCallParser::Step step = parser.Push("<tool_call>\n{\"name\": \"get_weather\", ");
+  EXPECT_TRUE(step.calls.empty());
+  step = parser.Push("\"arguments\": {\"city\": \"Par");
+  ASSERT_EQ(step.calls.size(), 1u);
+  EXPECT_EQ(step.calls[0].name, "get_weather");
+  step = parser.Push("is\", \"days\": 3");
+  ASSERT_EQ(step.calls.size(), 1u);
+  EXPECT_EQ(step.calls[0].arguments, R"({"city":"Paris")");
+  step = parser.Push("}}\n</tool_");
+  ASSERT_EQ(step.calls.size(), 1u);
+  EXPECT_EQ(step.calls[0].arguments, R"(,"days":3})");
+  step = parser.Push("call>");
+  EXPECT_TRUE(step.calls.empty());
+  EXPECT_EQ(step.content, "");
+  EXPECT_EQ(parser.malformed(), 0);
 }
 
 TEST(ToolCallParserTest, WholeHelperMatches) {
