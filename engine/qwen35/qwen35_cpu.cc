@@ -175,7 +175,7 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int64_t block = std::min(kQueryBlock, T) * group;  // queries per call
   std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(block * D),
-      attended(block * D), row(D);
+      attended(block * D), row(avx512::kAttendRows * D);
   std::vector<int64_t> seen(block);
   int64_t longest = 0;
   for (int64_t p : positions) longest = std::max(longest, p + T);
@@ -210,7 +210,7 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
         }
         attend(queries.data(), tokens * group, seen.data(), K + (b * nKV + kv) * capacity * D,
                V + (b * nKV + kv) * capacity * D, D, scale, scores.data(), attended.data(),
-               row.data());
+               row.data());  // kAttendRows rows
         for (int64_t i = 0; i < tokens; ++i) {
           const int64_t r = b * T + first + i;
           for (int64_t g = 0; g < group; ++g) {

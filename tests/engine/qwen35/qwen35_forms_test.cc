@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "engine/model/language_model.h"
+#include "engine/qwen35/qwen35_cpu.h"
 #include "engine/qwen35/qwen35_model.h"
 #include "engine/qwen35/qwen35_random.h"
 #include "gtest/gtest.h"
@@ -171,6 +172,50 @@ TEST(Qwen35KvDtypeTest, ABfloat16CacheHalvesTheGrowthAndStaysClose) {
   EXPECT_EQ(*lc, *lb);
   // A state of one KV dtype does not load into a model of the other.
   EXPECT_FALSE(exact->DeserializeState(half->SerializeState(b)).ok());
+}
+
+// The attention layer at the real models' head size (256, which the tiny
+// shape's 32 does not reach): a prompt's tokens read the cache in blocks,
+// several queries and keys at a time, yet each token gets the bits of a
+// decode step alone, whose single query reads it one row at a time. With
+// one query head per key head that step is the plain one-query loop.
+TEST(Qwen35AttentionKernelTest, ABlockOfQueriesGivesTheBitsOfOneQueryAtATime) {
+  torch::manual_seed(3);
+  for (const int64_t group : {1, 4}) {
+    for (const torch::ScalarType cache : {torch::kFloat32, torch::kBFloat16}) {
+      SCOPED_TRACE(testing::Message() << "group " << group << ", cache " << cache);
+      GatedAttentionDims d;
+      d.kv_heads = 2;
+      d.heads = 2 * group;
+      d.head_dim = 256;
+      d.rotary_dim = 64;
+      const std::vector<int64_t> positions = {0, 7};
+      const int64_t B = 2, T = 37, capacity = 7 + T, D = d.head_dim;
+      const torch::Tensor qg = torch::randn({B * T, d.heads * 2 * D});
+      const torch::Tensor k = torch::randn({B * T, d.kv_heads * D});
+      const torch::Tensor v = torch::randn({B * T, d.kv_heads * D});
+      const torch::Tensor q_norm = 0.1 * torch::randn({D}), k_norm = 0.1 * torch::randn({D});
+      const torch::Tensor history = torch::randn({B, d.kv_heads, capacity, D}).to(cache);
+      torch::Tensor keys = history.clone(), values = history.flip(2).clone();
+      const torch::Tensor whole =
+          GatedAttentionCpu(qg, k, v, q_norm, k_norm, keys, values, positions, T, d);
+      torch::Tensor step_keys = history.clone(), step_values = history.flip(2).clone();
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int64_t> rows, at;
+        for (int64_t b = 0; b < B; ++b) {
+          rows.push_back(b * T + t);
+          at.push_back(positions[b] + t);
+        }
+        const torch::Tensor index = torch::tensor(rows);
+        const torch::Tensor one =
+            GatedAttentionCpu(qg.index_select(0, index), k.index_select(0, index),
+                              v.index_select(0, index), q_norm, k_norm, step_keys, step_values,
+                              at, 1, d);
+        ASSERT_TRUE(SameBits(one, whole.index_select(0, index))) << "token " << t;
+      }
+      EXPECT_TRUE(SameBits(step_keys, keys));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Qwen35FormsTest,
