@@ -531,7 +531,17 @@ TEST_F(HttpJinjaTest, AChatSessionStoresItsMessagesAndTakesOnlyTheNewOnes) {
     conversation.push_back(answer);
   }
 
-  // Exported and imported, the copy holds the same messages.
+  // A fork holds them too; so does a copy exported and imported.
+  HttpReply fork = http.Post("/v1/sessions/" + session + "/fork", std::string());
+  ASSERT_EQ(fork.status, 200) << fork.body;
+  {
+    SCOPED_TRACE("the fork");
+    const Json aside = Json::array({{{"role", "user"}, {"content", "Aside."}}});
+    const Json before_fork = conversation;
+    conversation.push_back(aside[0]);
+    turn(fork.json["id"].get<std::string>(), aside, 50);
+    conversation = before_fork;
+  }
   HttpReply file = http.Get("/v1/sessions/" + session + "/state");
   ASSERT_EQ(file.status, 200);
   httplib::Client raw("127.0.0.1", server_->http_port());
@@ -553,6 +563,7 @@ TEST_F(HttpJinjaTest, StoredMessagesAreRefusedByNameWhereTheSessionHasNone) {
   const std::string id = made.json["id"].get<std::string>();
   Json request = {{"messages", kMessages}, {"max_tokens", 2}, {"session_id", id}};
   HttpReply refused = http.Post("/v1/chat/completions", request);
+  EXPECT_EQ(refused.status, 409) << refused.body;
   EXPECT_EQ(refused.json["error"]["param"], "session_messages") << refused.body;
   EXPECT_NE(refused.body.find("replace"), std::string::npos) << refused.body;
   request["session_messages"] = "replace";
