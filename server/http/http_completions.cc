@@ -293,7 +293,8 @@ absl::Status CompletionCall::Prepare(const RequestJson* session_messages) {
       context.functions = request_.tools.functions;
       context.max_calls = request_.tools.max_calls;
     }
-    context.reasoning_opened = PromptOpensReasoning(handlers_->reasoning_format(), rendered_prompt_);
+    context.reasoning_opened =
+        PromptOpensReasoning(handlers_->reasoning_format(), rendered_prompt_);
     std::string encoded = EncodeChatTurnContext(context);
     if (static_cast<int64_t>(encoded.size()) > limits.max_prompt_bytes) {
       return field_error(absl::InvalidArgumentError(absl::StrCat(
@@ -324,7 +325,8 @@ void CompletionCall::Start(const HttpRequest& req) {
                                      handlers_->chat_template()->jinja() != nullptr
                                  ? SessionWithStoredMessages(body_, header_session_id_)
                                  : "";
-  if (stored.empty()) return Continue(nullptr);
+  // A malformed id is refused by the request's validation, naming it.
+  if (stored.empty() || !ValidateSessionId("session_id", stored).ok()) return Continue(nullptr);
   scheduler_->GetSessionChat(tenant_, stored, [self](absl::StatusOr<SessionChatInfo> chat) {
     self->exchange_->Post([self, chat = std::move(chat)] { self->Continue(&chat); });
   });
@@ -335,10 +337,10 @@ void CompletionCall::Continue(const absl::StatusOr<SessionChatInfo>* chat) {
   if (chat != nullptr) {
     if (!chat->ok()) return Fail(chat->status());
     if ((*chat)->chat.empty() && (*chat)->position > 0) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
+      return Fail(absl::FailedPreconditionError(
                       "session_messages: the session holds no chat messages (its last turn was "
                       "not a chat turn of this API), so the new ones cannot follow them; send "
-                      "its whole conversation with session_messages = \"replace\"")),
+                      "its whole conversation with session_messages = \"replace\""),
                   "session_messages");
     }
     absl::StatusOr<RequestJson> messages =

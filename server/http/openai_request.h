@@ -88,7 +88,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
 // follow (its session_id or `header_session_id`, without "session_messages":
 // "replace"); empty when there is none or the body is malformed (its parse
 // then says how). Only a Jinja chat template's sessions store messages.
-std::string SessionWithStoredMessages(const RequestJson& body, const std::string& header_session_id);
+std::string SessionWithStoredMessages(const RequestJson& body,
+                                      const std::string& header_session_id);
 
 // The OpenAI name of the request field an INVALID_ARGUMENT message of the
 // validation starts with ("max_new_tokens = 0 is outside ..." -> "max_tokens"),

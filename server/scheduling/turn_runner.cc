@@ -668,7 +668,9 @@ void TurnRunner::FinishTurn(Turn& turn, bool cancelled) {
   next->last_used_unix_ms = sessions_.NowUnixMs();
   next->state = std::make_unique<State>(std::move(turn.state));
   next->kept = std::move(turn.kept);
-  if (turn.call.chat_context) next->chat = {*std::move(turn.call.chat_context), std::move(turn.reply_text)};
+  if (turn.call.chat_context) {
+    next->chat = {*std::move(turn.call.chat_context), std::move(turn.reply_text)};
+  }
   // The tokens it consumed: those before the turn, its prefill, and what it
   // generated but the last token (pending, not fed).
   next->tokens_known = turn.tokens_known;

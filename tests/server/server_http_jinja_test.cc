@@ -570,12 +570,18 @@ TEST_F(HttpJinjaTest, StoredMessagesAreRefusedByNameWhereTheSessionHasNone) {
   EXPECT_EQ(http.Post("/v1/chat/completions", request).status, 200);
   for (const Json& bad : {Json{{"session_messages", "prepend"}, {"session_id", id}},
                           Json{{"session_messages", "append"}}}) {
+    SCOPED_TRACE(bad.dump());
     Json sent = {{"messages", kMessages}, {"max_tokens", 2}};
     sent.update(bad);
     HttpReply reply = http.Post("/v1/chat/completions", sent);
     EXPECT_EQ(reply.status, 400) << reply.body;
     EXPECT_EQ(reply.json["error"]["param"], "session_messages") << reply.body;
   }
+  // A malformed id is never looked up: the validation names it.
+  Json malformed = {{"messages", kMessages}, {"max_tokens", 2}, {"session_id", "../x"}};
+  HttpReply reply = http.Post("/v1/chat/completions", malformed);
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_EQ(reply.json["error"]["param"], "session_id") << reply.body;
 }
 
 }  // namespace
