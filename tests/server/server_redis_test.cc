@@ -14,8 +14,11 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_random.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/gated_proxy.h"
+#include "tests/server/http_client.h"
 #include "tests/server/redis_process.h"
 #include "tests/server/server_process.h"
 
@@ -24,6 +27,31 @@ namespace {
 
 std::unique_ptr<ServerProcess> StartOn(const std::string& store) {
   auto server = ServerProcess::Start({"--model=" + DefaultModelDir(), "--store=" + store});
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// A Qwen3.5 model of random weights (the tiny shape), made once.
+const std::string& HybridModelDir() {
+  static const std::string* dir = [] {
+    auto* made = new std::string(FreshDir("redis-qwen35-model"));
+    absl::StatusOr<Qwen35Config> config = Qwen35ShapeByName("tiny");
+    EXPECT_TRUE(config.ok()) << config.status();
+    if (config.ok()) {
+      const absl::Status written = WriteRandomQwen35Directory(*config, *made, {});
+      EXPECT_TRUE(written.ok()) << written;
+    }
+    return made;
+  }();
+  return *dir;
+}
+
+// That model with Qwen3.5's own chat template.
+std::unique_ptr<ServerProcess> StartHybridOn(const std::string& store) {
+  auto server = ServerProcess::Start(
+      {"--model=" + HybridModelDir(), "--store=" + store, "--dtype=float32",
+       std::string("--chat_template_file=") + LINSERVE_SOURCE_DIR +
+           "/tests/engine/jinja/templates/Qwen3.5-4B.jinja"});
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
 }
@@ -59,6 +87,47 @@ TEST_F(RedisServersTest, ASessionStartedOnOneServerContinuesOnAnotherIdentically
   // B never saw this session: it comes from Redis, at the turn A finished.
   EXPECT_EQ(Turn(*stub_b, shared->id(), "\n\nJULIET:\n", 0),
             Turn(*stub_ref, alone->id(), "\n\nJULIET:\n", 0));
+}
+
+// A hybrid's session goes between servers whole through Redis: its
+// recurrent part, its KV cache, its tokens and its chat messages. A chat
+// that sends only its new messages, each turn on the other server, answers
+// to the bit as one server alone does.
+TEST_F(RedisServersTest, AHybridChatSessionGoesBetweenServersWithItsMessages) {
+  auto a = StartHybridOn(redis_->url());
+  auto b = StartHybridOn(redis_->url());
+  auto reference = StartHybridOn("disk");
+  ASSERT_TRUE(a && b && reference);
+  HttpTestClient on_a(a->http_port()), on_b(b->http_port()), alone(reference->http_port());
+  std::string shared_id, alone_id;
+  const std::vector<std::string> questions = {"Hi", "Why?", "And then?", "Bye."};
+  for (size_t n = 0; n < questions.size(); ++n) {
+    SCOPED_TRACE("turn " + std::to_string(n + 1));
+    nlohmann::json request = {
+        {"messages", nlohmann::json::array({{{"role", "user"}, {"content", questions[n]}}})},
+        {"max_tokens", 6},
+        {"seed", 5 + n},
+        {"temperature", 0.9},
+        {"logprobs", true}};
+    nlohmann::json shared = request, single = request;
+    if (n == 0) {
+      shared["session"] = single["session"] = "new";
+    } else {
+      shared["session_id"] = shared_id;
+      single["session_id"] = alone_id;
+    }
+    HttpReply live = (n % 2 == 0 ? on_a : on_b).Post("/v1/chat/completions", shared);
+    HttpReply expected = alone.Post("/v1/chat/completions", single);
+    ASSERT_EQ(live.status, 200) << live.body;
+    ASSERT_EQ(expected.status, 200) << expected.body;
+    if (n == 0) {
+      shared_id = live.json["session_id"].get<std::string>();
+      alone_id = expected.json["session_id"].get<std::string>();
+    }
+    EXPECT_EQ(live.json["choices"][0]["message"], expected.json["choices"][0]["message"]);
+    EXPECT_EQ(live.json["choices"][0]["logprobs"], expected.json["choices"][0]["logprobs"]);
+    EXPECT_EQ(live.json["usage"]["prompt_tokens"], expected.json["usage"]["prompt_tokens"]);
+  }
 }
 
 TEST_F(RedisServersTest, AKilledServersSessionsLiveOnInRedis) {
