@@ -16,7 +16,6 @@ absl::Status NotOurs(absl::string_view what) {
 
 std::string EncodeChatTurnContext(const ChatTurnContext& context) {
   RequestJson out = {{"messages", context.messages},
-                     {"tools", context.tools},
                      {"reasoning_opened", context.reasoning_opened}};
   if (context.tool_format != ToolCallFormat::kLinserve) {
     out["tool_call_format"] = ToolCallFormatName(context.tool_format);

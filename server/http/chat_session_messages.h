@@ -26,9 +26,8 @@ struct ChatTurnContext {
   // The messages rendered, as the template reads them (tool call arguments
   // as objects), up to the turn's answer.
   RequestJson messages = RequestJson::array();
-  // The tools listed to the template (null: none), and the calls the answer
-  // was read for (tool_format kLinserve: none).
-  RequestJson tools;
+  // The calls the answer was read for (tool_format kLinserve: none); the
+  // next turn lists its own tools.
   ToolCallFormat tool_format = ToolCallFormat::kLinserve;
   std::vector<RequestJson> functions;
   int32_t max_calls = 1;

@@ -287,7 +287,6 @@ absl::Status CompletionCall::Prepare(const RequestJson* session_messages) {
     // sends only its new messages.
     ChatTurnContext context;
     context.messages = std::move(request_.chat_messages);
-    context.tools = std::move(request_.chat_tools);
     if (request_.tools.active()) {
       context.tool_format = request_.tools.format;
       context.functions = request_.tools.functions;

@@ -421,7 +421,6 @@ absl::Status ReadMessages(Fields& f, const ChatTemplate& chat_template, const Op
       // render differently from there on (earlier reasoning dropped).
       out.set_conversation(true);
       request.chat_messages = jinja_messages;
-      request.chat_tools = listed;
       if (add_generation_prompt) {
         LINSERVE_ASSIGN_OR_RETURN(
             RenderedPrompt history,

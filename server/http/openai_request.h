@@ -36,10 +36,9 @@ struct OpenAiRequest {
   std::vector<ByteRange> history_plain;
   // A Jinja chat session's turn: every message rendered (the session's
   // stored ones first, unless the request sent its whole conversation), as
-  // the template read them, and the tools it listed (null: none): what the
-  // session keeps for its next turn (chat_session_messages.h).
+  // the template read them: what the session keeps for its next turn
+  // (chat_session_messages.h).
   RequestJson chat_messages;
-  RequestJson chat_tools;
   std::string model;                       // as sent; empty: not sent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

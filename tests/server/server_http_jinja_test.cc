@@ -577,6 +577,17 @@ TEST_F(HttpJinjaTest, StoredMessagesAreRefusedByNameWhereTheSessionHasNone) {
     EXPECT_EQ(reply.status, 400) << reply.body;
     EXPECT_EQ(reply.json["error"]["param"], "session_messages") << reply.body;
   }
+  // What a session keeps is bounded before it is kept: messages whose JSON
+  // (each newline escaped) outgrows max_prompt_bytes, though their rendered
+  // prompt fits, are refused naming the limit.
+  Json long_turn = {{"messages", Json::array({{{"role", "user"},
+                                               {"content", std::string(9000, '\n')}}})},
+                    {"max_tokens", 2}, {"session_id", id}, {"session_messages", "replace"}};
+  HttpReply too_long = http.Post("/v1/chat/completions", long_turn);
+  EXPECT_EQ(too_long.status, 400) << too_long.body;
+  EXPECT_EQ(too_long.json["error"]["param"], "messages") << too_long.body;
+  EXPECT_NE(too_long.body.find("as JSON; at most max_prompt_bytes"), std::string::npos)
+      << too_long.body;
   // A malformed id is never looked up: the validation names it.
   Json malformed = {{"messages", kMessages}, {"max_tokens", 2}, {"session_id", "../x"}};
   HttpReply reply = http.Post("/v1/chat/completions", malformed);
