@@ -9,6 +9,7 @@
 //   OPENBLAS_NUM_THREADS=1 linserve-engine-bench [--quick] [--kinds=...] [--rwkv7_shapes=...] ...
 
 #include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +40,7 @@
 #include "bench/quantized_product_measure.h"
 #include "bench/malloc_flag.h"
 #include "bench/sampling_measure.h"
+#include "engine/base/engine_threads.h"
 #include "engine/model/language_model.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "nlohmann/json.hpp"
@@ -97,6 +99,9 @@ ABSL_FLAG(int32_t, constraint_tokens, 256, "tokens of each side of the constrain
 ABSL_FLAG(bool, quantized_products, false,
           "also time the 8- and 4-bit weight products beside the packed bfloat16 one (--repeats "
           "each; about a minute)");
+ABSL_FLAG(std::string, threads, "1",
+          "sizes of the engine's thread pool: the RWKV-7 and Qwen3.5 rows are measured at each, "
+          "side by side (LibTorch's own loops stay on one thread, as in the server)");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of the tables");
 
 namespace linserve {
@@ -421,8 +426,9 @@ absl::StatusOr<Qwen35BenchOptions> Qwen35OptionsFromFlags() {
   return options;
 }
 
-int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64_t sampling_vocab,
-        int32_t sampling_repeats, bool json) {
+int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7,
+        const std::vector<int64_t>& threads, int64_t sampling_vocab, int32_t sampling_repeats,
+        bool json) {
   const auto start = std::chrono::steady_clock::now();
   // Tables go out as each section finishes, so a long run shows them early.
   auto print = [json](auto&& print_section) {
@@ -467,7 +473,11 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     bandwidth = MeasureMemoryBandwidth(rwkv7.bandwidth_bytes, /*repeats=*/9, rwkv7.device);
     for (const std::string& shape : rwkv7.shapes) {
       for (const Rwkv7Format& format : rwkv7.formats) {
-        rwkv7_rows.push_back(MeasureRwkv7(shape, format, rwkv7));
+        for (int64_t count : threads) {
+          SetEngineThreads(static_cast<int>(count));
+          rwkv7_rows.push_back(MeasureRwkv7(shape, format, rwkv7));
+          rwkv7_rows.back().threads = static_cast<int>(count);
+        }
       }
     }
     print([&] { PrintRwkv7(rwkv7_rows, bandwidth, rwkv7); });
@@ -483,7 +493,11 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7, int64
     }
     for (const std::string& shape : qwen35.shapes) {
       for (const Rwkv7Format& format : qwen35.formats) {
-        qwen35_rows.push_back(MeasureQwen35(shape, format, qwen35, bandwidth));
+        for (int64_t count : threads) {
+          SetEngineThreads(static_cast<int>(count));
+          qwen35_rows.push_back(MeasureQwen35(shape, format, qwen35, bandwidth));
+          qwen35_rows.back().threads = static_cast<int>(count);
+        }
       }
     }
     print([&] { PrintQwen35(qwen35_rows, bandwidth, qwen35); });
@@ -562,9 +576,17 @@ int main(int argc, char** argv) {
     std::cerr << rwkv7.status().message() << std::endl;
     return 2;
   }
+  const absl::StatusOr<std::vector<int64_t>> threads =
+      linserve::ParseIntList("threads", absl::GetFlag(FLAGS_threads));
+  if (!threads.ok()) {
+    std::cerr << threads.status().message() << std::endl;
+    return 2;
+  }
+  // As the server: the pool is the engine's only parallelism.
+  torch::set_num_threads(1);
   try {
     const bool quick = absl::GetFlag(FLAGS_quick);
-    return linserve::Run(*options, *rwkv7, absl::GetFlag(FLAGS_sampling_vocab),
+    return linserve::Run(*options, *rwkv7, *threads, absl::GetFlag(FLAGS_sampling_vocab),
                          quick ? 5 : std::max(1, absl::GetFlag(FLAGS_sampling_repeats)),
                          absl::GetFlag(FLAGS_json));
   } catch (const c10::Error& e) {

@@ -168,16 +168,17 @@ Qwen35Row MeasureQwen35(const std::string& shape, const Rwkv7Format& format,
 
 void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& bandwidth,
                  const Qwen35BenchOptions& options) {
-  absl::PrintF("\nQwen3.5, random weights (248,320-id vocabulary), one thread; memory bandwidth "
-               "%.1f GB/s read (median of %d)\n",
+  absl::PrintF("\nQwen3.5, random weights (248,320-id vocabulary); memory bandwidth "
+               "%.1f GB/s read by one thread (median of %d)\n",
                bandwidth.read_gb_per_s, bandwidth.repeats);
   absl::PrintF("bound: (weights + KV cache read + GDN state read and written) / bandwidth; "
                "ceiling: batch 1 at its bound against the batch's products at the 32-row "
                "product rate plus its states at the bandwidth\n");
   for (const Qwen35Row& r : rows) {
-    absl::PrintF("\n%s %s: %.2fB parameters, %.0f MB weights read per token, GDN state %.1f MB, "
-                 "KV %.1f KB/token, 32-row product %.0f GFLOP/s\n",
-                 r.shape, Rwkv7FormatName(r.format), r.parameters / 1e9,
+    absl::PrintF("\n%s %s, %d thread%s: %.2fB parameters, %.0f MB weights read per token, GDN "
+                 "state %.1f MB, KV %.1f KB/token, 32-row product %.0f GFLOP/s\n",
+                 r.shape, Rwkv7FormatName(r.format), r.threads, r.threads == 1 ? "" : "s",
+                 r.parameters / 1e9,
                  r.weight_bytes_per_token / 1e6, r.gdn_state_bytes / 1e6,
                  r.kv_bytes_per_token / 1e3, r.product_gflops_32_rows);
     for (size_t i = 0; i < options.contexts.size(); ++i) {
@@ -200,6 +201,25 @@ void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& band
                    options.prefill_tokens[i], r.prefill_tokens_per_s[i], r.prefill_gflops[i]);
     }
   }
+  // Each row against the first of its shape and format: the fewest threads.
+  for (const Qwen35Row& r : rows) {
+    for (const Qwen35Row& base : rows) {
+      if (base.shape != r.shape || Rwkv7FormatName(base.format) != Rwkv7FormatName(r.format)) {
+        continue;
+      }
+      if (base.threads != r.threads) {
+        absl::PrintF("\n%s %s, %d threads against %d: batch-1 decode at context %d %.2fx, batch "
+                     "%d %.2fx, prefill of %d tokens %.2fx",
+                     r.shape, Rwkv7FormatName(r.format), r.threads, base.threads,
+                     options.contexts.front(), base.decode_ms.front() / r.decode_ms.front(),
+                     options.batch, r.batch_tokens_per_s / base.batch_tokens_per_s,
+                     options.prefill_tokens.front(),
+                     r.prefill_tokens_per_s.front() / base.prefill_tokens_per_s.front());
+      }
+      break;
+    }
+  }
+  absl::PrintF("\n");
 }
 
 nlohmann::json Qwen35Json(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& bandwidth,
@@ -213,6 +233,7 @@ nlohmann::json Qwen35Json(const std::vector<Qwen35Row>& rows, const MemoryBandwi
   for (const Qwen35Row& r : rows) {
     out["rows"].push_back({{"shape", r.shape},
                            {"format", Rwkv7FormatName(r.format)},
+                           {"threads", r.threads},
                            {"parameters", r.parameters},
                            {"weight_bytes_per_token", r.weight_bytes_per_token},
                            {"gdn_state_bytes", r.gdn_state_bytes},

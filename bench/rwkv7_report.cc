@@ -1,6 +1,7 @@
 #include "bench/rwkv7_report.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,11 @@ namespace linserve {
 namespace {
 
 std::string Megabytes(int64_t bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
+
+// Each row measured at more threads than the first row of its shape and
+// format, against that row. Prints nothing when every row has one count.
+void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, size_t batch_index,
+                             int64_t batch);
 
 }  // namespace
 
@@ -41,11 +47,12 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
       "   Batch-1 decode against this machine's bound (bound = weight bytes read per token, the "
       "embedding as one row, / read bandwidth; decode: median of %d single steps)\n",
       o.repeats * o.decode_steps);
-  Table decode({"shape", "dtype", "parameters", "weights/token", "bound ms", "decode ms",
+  Table decode({"shape", "dtype", "threads", "parameters", "weights/token", "bound ms", "decode ms",
                 "measured/bound", "state/session", "init s"});
   for (const Rwkv7Row& row : rows) {
     decode.Add(
-        {row.shape, Rwkv7FormatName(row.format), absl::StrFormat("%.1fM", row.parameters / 1e6),
+        {row.shape, Rwkv7FormatName(row.format), absl::StrCat(row.threads),
+         absl::StrFormat("%.1fM", row.parameters / 1e6),
          Megabytes(row.weight_bytes_per_token), absl::StrFormat("%.1f", BoundMs(row, bandwidth)),
          absl::StrFormat("%.1f", row.decode_ms), Ratio(row.decode_ms, BoundMs(row, bandwidth)),
          Bytes(row.state_bytes), absl::StrFormat("%.1f", row.init_seconds)});
@@ -61,7 +68,7 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
       "   Batched decode and prefill of a %d-token prompt, tokens/s (decode: median of %d single "
       "steps per batch size; chunked: median of %d; token by token: one run over %d tokens)\n",
       o.prefill_tokens, o.repeats * o.decode_steps, o.prefill_repeats, o.recurrent_tokens);
-  std::vector<std::string> header = {"shape", "dtype"};
+  std::vector<std::string> header = {"shape", "dtype", "threads"};
   for (int64_t b : o.batches) header.push_back(absl::StrCat("batch ", b));
   header.push_back(absl::StrCat(o.batches[target], "/", o.batches.front()));
   header.push_back("ceiling");
@@ -71,7 +78,8 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
   }
   Table rates(header);
   for (const Rwkv7Row& row : rows) {
-    std::vector<std::string> cells = {row.shape, Rwkv7FormatName(row.format)};
+    std::vector<std::string> cells = {row.shape, Rwkv7FormatName(row.format),
+                                      absl::StrCat(row.threads)};
     for (double rate : row.batched_tokens_per_s) cells.push_back(absl::StrFormat("%.1f", rate));
     cells.push_back(Ratio(row.batched_tokens_per_s[target], row.batched_tokens_per_s.front()));
     cells.push_back(absl::StrFormat("%.2fx", BatchCeiling(row, bandwidth, o.batches[target])));
@@ -88,7 +96,42 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
       "cache: 32-row GFLOP/s) plus its state read and written once at the read bandwidth\n",
       o.batches[target], o.batches[target]);
   absl::PrintF("   targets: batch 32 / batch 1 >= 8x; chunked / token by token >= 5x\n\n");
+  PrintRwkv7ThreadScaling(rows, target, o.batches[target]);
 }
+
+namespace {
+
+void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, size_t batch_index,
+                             int64_t batch) {
+  // Each row against the first row of its shape and format: the fewest threads.
+  std::vector<std::pair<const Rwkv7Row*, const Rwkv7Row*>> pairs;
+  for (const Rwkv7Row& row : rows) {
+    for (const Rwkv7Row& base : rows) {
+      if (base.shape == row.shape && Rwkv7FormatName(base.format) == Rwkv7FormatName(row.format)) {
+        if (base.threads != row.threads) pairs.emplace_back(&base, &row);
+        break;
+      }
+    }
+  }
+  if (pairs.empty()) return;
+  absl::PrintF("   Threads: each row's speed against the same shape and dtype at its fewest "
+               "threads, from the tables above (side by side in this run)\n");
+  Table scaling({"shape", "dtype", "threads", "chunked prefill", "batch-1 decode",
+                 absl::StrCat("batch ", batch)});
+  for (const auto& [base, row] : pairs) {
+    scaling.Add({row->shape, Rwkv7FormatName(row->format),
+                 absl::StrCat(row->threads, " vs ", base->threads),
+                 Ratio(row->chunked_tokens_per_s, base->chunked_tokens_per_s),
+                 Ratio(base->decode_ms, row->decode_ms),
+                 Ratio(row->batched_tokens_per_s[batch_index],
+                       base->batched_tokens_per_s[batch_index])});
+  }
+  scaling.Print();
+  absl::PrintF("   targets (0.1b, 2 threads against 1): prefill >= 1.6x, batch-1 decode >= 1.4x, "
+               "batch 32 >= 1.6x\n\n");
+}
+
+}  // namespace
 
 nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
                          const Rwkv7BenchOptions& o) {
@@ -108,6 +151,7 @@ nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidt
   for (const Rwkv7Row& row : rows) {
     j["rows"].push_back({{"shape", row.shape},
                          {"dtype", Rwkv7FormatName(row.format)},
+                         {"threads", row.threads},
                          {"config", Rwkv7ConfigToJson(Rwkv7BenchShape(row.shape).value())},
                          {"parameters", row.parameters},
                          {"weight_bytes_per_token", row.weight_bytes_per_token},

@@ -1,6 +1,5 @@
 #include "bench/server_work.h"
 
-#include <ATen/Parallel.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "client/bench.h"
+#include "engine/base/engine_threads.h"
 #include "engine/generation/generation.h"
 #include "engine/model/slot_pool.h"
 
@@ -160,7 +160,7 @@ class Loop {
     const int64_t stride = logits.size(1);
     float* data = logits.data_ptr<float>();
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(vocab, 1));
-    at::parallel_for(0, static_cast<int64_t>(rows.size()), grain, [&](int64_t begin, int64_t end) {
+    ParallelFor(static_cast<int64_t>(rows.size()), grain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const Generation::Step step =
             rows[i]->generation->NextInPlace(absl::MakeSpan(data + i * stride, vocab));

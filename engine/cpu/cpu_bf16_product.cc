@@ -7,11 +7,12 @@
 #include <cstring>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/huge_page_tensor.h"
+#include "engine/cpu/product_spans.h"
 
 namespace linserve {
 namespace {
@@ -20,9 +21,9 @@ constexpr int64_t kBlock = 16;     // outputs per 64-byte line of the layout
 constexpr int kBlocksPerTile = 5;  // a tile's outputs: 5 x 16
 constexpr int kRowsPerTile = 4;
 
-// Multiply-adds per task of the parallel loop: about 10 us of work, so that
-// a task's start costs nothing beside it.
-constexpr int64_t kMultiplyAddsPerTask = int64_t{1} << 20;
+// Multiply-adds per span of the pool: about 10 us of work, so that a span's
+// start costs nothing beside it.
+constexpr int64_t kMultiplyAddsPerSpan = int64_t{1} << 20;
 
 // RT rows x NB blocks of 16 outputs (at most 4 x 5: 20 sums, 5 weight lines
 // and an input pair in 26 of the 32 registers; with 32 rows of the 0.1B
@@ -32,14 +33,16 @@ constexpr int64_t kMultiplyAddsPerTask = int64_t{1} << 20;
 // input pairs (rows `x_stride` pairs apart), `y` the first row's first output
 // (rows `y_stride` apart). Compiled for AVX-512 BF16 alone, and only called
 // after HasCpuBf16Product checked the CPU; the loops are unrolled so that the
-// sums stay in registers. The next tile's weights are fetched into L2 on the
-// way: a weight read from memory (the 0.1B head, 100 MB) otherwise ran at
-// 188 against 210 GFLOP/s with 32 rows.
+// sums stay in registers. The weights `ahead` blocks on (the next tile's)
+// are fetched into L2 on the way: a weight read from memory (the 0.1B head,
+// 100 MB) otherwise ran at 188 against 210 GFLOP/s with 32 rows. The last
+// tile of a span passes 0 (a fetch of its own lines, which costs nothing):
+// the next tile is another span's, likely another thread's.
 template <int RT, int NB, bool kReluSquared>
 __attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64_t block_stride,
-                                                        int64_t pairs, const uint32_t* x,
-                                                        int64_t x_stride, float* y,
-                                                        int64_t y_stride) {
+                                                        int64_t ahead, int64_t pairs,
+                                                        const uint32_t* x, int64_t x_stride,
+                                                        float* y, int64_t y_stride) {
   __m512 sum[RT][NB];
 #pragma GCC unroll 8
   for (int r = 0; r < RT; ++r) {
@@ -55,7 +58,7 @@ __attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64
       // never faults, and the address is formed as an integer.
       _mm_prefetch(reinterpret_cast<const char*>(
                        reinterpret_cast<uintptr_t>(w) +
-                       sizeof(uint16_t) * ((NB + b) * block_stride + i * 2 * kBlock)),
+                       sizeof(uint16_t) * ((ahead + b) * block_stride + i * 2 * kBlock)),
                    _MM_HINT_T1);
     }
 #pragma GCC unroll 8
@@ -91,8 +94,8 @@ __attribute__((target("avx512f,avx512bf16"))) void ToBfloat16(const float* x, in
   for (; i < n; ++i) out[i] = c10::BFloat16(x[i]).x;
 }
 
-using TileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, float*,
-                        int64_t);
+using TileFn = void (*)(const uint16_t*, int64_t, int64_t, int64_t, const uint32_t*, int64_t,
+                        float*, int64_t);
 
 template <int RT, bool kReluSquared>
 TileFn TileOfBlocks(int blocks) {
@@ -172,9 +175,9 @@ torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor
   float* y_p = y.data_ptr<float>();
   const int64_t block_stride = pairs * 2 * kBlock;
   const int64_t tiles = (blocks + kBlocksPerTile - 1) / kBlocksPerTile;  // of 80 outputs
-  const int64_t grain =
-      std::max<int64_t>(1, kMultiplyAddsPerTask / (rows * kBlocksPerTile * kBlock * in));
-  at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
+  const int64_t grain = ProductUnitsPerSpan(rows * kBlocksPerTile * kBlock * in,
+                                            kBlocksPerTile * kBlock * in * 2, kMultiplyAddsPerSpan);
+  ParallelFor(tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t first = t * kBlocksPerTile;
       const int nb = static_cast<int>(std::min<int64_t>(kBlocksPerTile, blocks - first));
@@ -182,8 +185,8 @@ torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor
         const int rt = static_cast<int>(std::min<int64_t>(kRowsPerTile, rows - r));
         const TileFn tile = epilogue == Bf16Epilogue::kReluSquared ? TileOf<true>(rt, nb)
                                                                    : TileOf<false>(rt, nb);
-        tile(w + first * block_stride, block_stride, pairs, x_pairs + r * pairs, pairs,
-             y_p + r * out + first * kBlock, out);
+        tile(w + first * block_stride, block_stride, t + 1 < end ? nb : 0, pairs,
+             x_pairs + r * pairs, pairs, y_p + r * out + first * kBlock, out);
       }
     }
   });

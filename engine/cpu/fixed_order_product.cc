@@ -8,21 +8,22 @@
 #include <tuple>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/fixed_order_kernel.h"
+#include "engine/cpu/product_spans.h"
 
 namespace linserve {
 namespace {
 
 constexpr int64_t kPanel = 16;
 
-// Multiply-adds per task of the parallel loop: about 10 us of work, so that
-// a task's start costs nothing beside it.
-constexpr int64_t kMultiplyAddsPerTask = int64_t{1} << 20;
+// Multiply-adds per span of the pool: about 10 us of work, so that a span's
+// start costs nothing beside it.
+constexpr int64_t kMultiplyAddsPerSpan = int64_t{1} << 20;
 
 // Panels per task unit: a multiple of every family's tile width, so that
 // how the panels are split over threads never changes a tile's shape (the
@@ -106,12 +107,13 @@ void Run(const float* x_p, int64_t groups, int64_t rows, int64_t in, const Panel
       unit = group_end;
     }
   };
-  const int64_t grain = std::max<int64_t>(
-      1, kMultiplyAddsPerTask / std::max<int64_t>(1, rows * in * kPanelsPerUnit * kPanel));
+  const int64_t grain = ProductUnitsPerSpan(rows * in * kPanelsPerUnit * kPanel,
+                                            in * kPanelsPerUnit * kPanel * w_bytes,
+                                            kMultiplyAddsPerSpan);
   if (groups * units <= grain) {
     run_units(0, groups * units);  // one task: no call into the thread pool
   } else {
-    at::parallel_for(0, groups * units, grain, run_units);
+    ParallelFor(groups * units, grain, run_units);
   }
 }
 

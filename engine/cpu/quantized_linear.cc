@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/huge_page_tensor.h"
+#include "engine/cpu/product_spans.h"
 #include "engine/cpu/quantized_kernel.h"
 
 namespace linserve {
@@ -18,9 +19,9 @@ namespace {
 
 constexpr int64_t kPanel = 16;
 
-// Multiply-adds per task of the parallel loops: about 10 us of work at the
-// VNNI loop's rate, so that a task's start costs nothing beside it.
-constexpr int64_t kMultiplyAddsPerTask = int64_t{4} << 20;
+// Multiply-adds per span of the pool: about 10 us of work at the VNNI
+// loop's rate, so that a span's start costs nothing beside it.
+constexpr int64_t kMultiplyAddsPerSpan = int64_t{4} << 20;
 
 // Panels per task unit: a multiple of both VNNI tile widths (3 panels, and
 // 4 for one row), so that how the panels are split over threads never
@@ -115,7 +116,7 @@ QuantizedWeight QuantizeWeight(const torch::Tensor& weight, WeightQuantization k
   const int64_t panel_bytes = shape.code_bytes() / shape.panels();
   const int64_t panel_scales = shape.groups() * kPanel;
   std::atomic<bool> finite{true};
-  at::parallel_for(0, shape.panels(),
+  ParallelFor(shape.panels(),
                    std::max<int64_t>(1, kValuesPerTask / (kPanel * shape.padded_in())),
                    [&](int64_t begin, int64_t end) {
                      QuantizedShape part = shape;
@@ -220,7 +221,7 @@ torch::Tensor QuantizedLinear(const torch::Tensor& x, const QuantizedWeight& wei
   auto* xs = reinterpret_cast<float*>(scratch.data_ptr<uint8_t>() + xq_bytes);
   auto* xsum = reinterpret_cast<int32_t*>(xs + rows * groups);
   const float* x_p = inputs.data_ptr<float>();
-  at::parallel_for(0, rows, std::max<int64_t>(1, kValuesPerTask / padded_in),
+  ParallelFor(rows, std::max<int64_t>(1, kValuesPerTask / padded_in),
                    [&](int64_t begin, int64_t end) {
                      quantize(shape, x_p + begin * shape.in, shape.in, end - begin,
                               xq + begin * padded_in, xs + begin * groups, xsum + begin * groups);
@@ -255,12 +256,13 @@ torch::Tensor QuantizedLinear(const torch::Tensor& x, const QuantizedWeight& wei
   };
   const int64_t unit_multiply_adds =
       std::min(kRowsPerUnit, rows) * padded_in * kPanelsPerUnit * kPanel;
-  const int64_t grain = std::max<int64_t>(1, kMultiplyAddsPerTask / unit_multiply_adds);
+  const int64_t grain = ProductUnitsPerSpan(
+      unit_multiply_adds, shape.code_bytes() / panels * kPanelsPerUnit, kMultiplyAddsPerSpan);
   const int64_t units = row_units * panel_units;
   if (units <= grain) {
     run_units(0, units);  // one task: no call into the thread pool
   } else {
-    at::parallel_for(0, units, grain, run_units);
+    ParallelFor(units, grain, run_units);
   }
   return y;
 }

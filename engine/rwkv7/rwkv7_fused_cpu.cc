@@ -1,6 +1,6 @@
 #include "engine/rwkv7/rwkv7_fused_cpu.h"
 
-#include <ATen/Parallel.h>
+#include "engine/base/engine_threads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -74,7 +74,7 @@ NormShifted NormShiftCpu(const torch::Tensor& x, const torch::Tensor& add,
   float *res_p = out.residual.data_ptr<float>(), *n_p = normed.data_ptr<float>();
   float *mixed_p = out.mixed.data_ptr<float>(), *last_p = out.last.data_ptr<float>();
   const int64_t rows = B * T;
-  at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+  ParallelFor(rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const float* h = x_p + row * C;
       if (add_p != nullptr) {
@@ -92,7 +92,7 @@ NormShifted NormShiftCpu(const torch::Tensor& x, const torch::Tensor& add,
   });
   // The mixes read the previous row's LayerNorm: a second pass, once every
   // row has its own.
-  at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+  ParallelFor(rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / T, t = row % T;
       const float* n = n_p + row * C;
@@ -132,7 +132,7 @@ torch::Tensor TimeMixGatesCpu(torch::Tensor& w, torch::Tensor& a, torch::Tensor&
   const float* v0 = residual ? p.v0.data_ptr<float>() : nullptr;
   const float *k_k = p.k_k.data_ptr<float>(), *k_a = p.k_a.data_ptr<float>();
   const float decay_scale = -std::exp(-0.5f);
-  at::parallel_for(0, rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+  ParallelFor(rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t at = row * C;
       for (int64_t h = 0; h < C; h += N) {
@@ -163,7 +163,7 @@ void ActivateInPlaceCpu(torch::Tensor& t, Activation activation) {
   CheckCpuFloat("ActivateInPlaceCpu", {&t});
   float* p = t.data_ptr<float>();
   const bool tanh = activation == Activation::kTanh;
-  at::parallel_for(0, t.numel(), kRowsPerTask * 1024, [&](int64_t begin, int64_t end) {
+  ParallelFor(t.numel(), kRowsPerTask * 1024, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) p[i] = tanh ? std::tanh(p[i]) : Sigmoid(p[i]);
   });
 }

@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
-#include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/base/engine_threads.h"
 #include "engine/base/status_macros.h"
 #include "server/common/log.h"
 #include "server/scheduling/token_logprobs.h"
@@ -527,7 +527,7 @@ void TurnRunner::SampleAndEmit(const std::vector<Turn*>& turns, const std::vecto
     }
   }
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(vocab, 1));
-  at::parallel_for(0, static_cast<int64_t>(free_rows.size()), grain, [&](int64_t begin, int64_t end) {
+  ParallelFor(static_cast<int64_t>(free_rows.size()), grain, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t i = free_rows[k];
       steps[i] = turns[i]->generation->NextInPlace(row(i));
