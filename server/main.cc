@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/base/engine_threads.h"
 #include "engine/base/malloc_tuning.h"
 #include "engine/loader/serving_defaults.h"
 #include "engine/model/language_model.h"
@@ -79,7 +80,11 @@ ABSL_FLAG(int32_t, tokenizer_cache_entries, 10'000,
           "A Hugging Face tokenizer's cache of pre-token encodings, in entries; 0 turns it off");
 ABSL_FLAG(int32_t, tokenizer_max_json_depth, 64,
           "Nesting of tokenizer.json past which the file is refused at load");
-ABSL_FLAG(int32_t, torch_threads, 0, "LibTorch intra-op threads; 0 keeps LibTorch's default");
+ABSL_FLAG(int32_t, threads, 0,
+          "The engine's thread pool, the engine thread counted: the products, recurrences, fused "
+          "passes and sampling split over it, with the same bits at any count; LibTorch's own "
+          "loops stay on one thread. 0: the cores this process may run on (its affinity mask); "
+          "at most 1024");
 ABSL_FLAG(int32_t, malloc_keep_mb, 1024,
           "freed memory malloc keeps for reuse, in MiB (at most 2047): tensors of up to 32 MiB "
           "are made again from it without faulting their pages in (engine/base/malloc_tuning.h); "
@@ -290,6 +295,9 @@ ABSL_FLAG(int32_t, shutdown_grace_seconds, 30,
 
 namespace linserve {
 namespace {
+
+// --threads' bound: past it a typo, not a machine.
+constexpr int32_t kMaxEngineThreads = 1024;
 
 absl::Status CheckPositive(const char* flag, int64_t value) {
   if (value > 0) return absl::OkStatus();
@@ -610,7 +618,17 @@ int Serve() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  if (absl::GetFlag(FLAGS_torch_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
+  const int32_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0 || threads > kMaxEngineThreads) {
+    return Fail("bad_flags", absl::InvalidArgumentError(absl::StrCat(
+                                 "--threads=", threads, ": 0 (every core this process may run "
+                                 "on) or 1 to ", kMaxEngineThreads)));
+  }
+  // One pool: the engine's. LibTorch's intra-op loops (OpenMP) would spin on
+  // the same cores between the pool's jobs, and their split of a tensor
+  // changes the bits of an elementwise loop's scalar tail.
+  at::set_num_threads(1);
+  SetEngineThreads(threads > 0 ? threads : AvailableCores());
 
   absl::StatusOr<ListenAddress> grpc_listen =
       ParseListenAddress("listen", absl::GetFlag(FLAGS_listen));

@@ -95,7 +95,10 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = false;
-      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+      // A worker starts from the generation of its making: one that first
+      // runs after the next resize has begun still sees that resize's stop.
+      const uint64_t now = generation_.load(std::memory_order_relaxed);
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this, now] { Work(now); });
       size_.store(threads, std::memory_order_relaxed);
     }
     busy_.store(false, std::memory_order_release);
@@ -131,12 +134,7 @@ class Pool {
     SpinUntil([&] { return !busy_.exchange(true, std::memory_order_acquire); });
   }
 
-  void Work() {
-    uint64_t seen;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      seen = generation_.load(std::memory_order_relaxed);
-    }
+  void Work(uint64_t seen) {
     for (;;) {
       WaitForNewJob(seen);
       Job* job;

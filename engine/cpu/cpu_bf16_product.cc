@@ -37,7 +37,8 @@ constexpr int64_t kMultiplyAddsPerSpan = int64_t{1} << 20;
 // are fetched into L2 on the way: a weight read from memory (the 0.1B head,
 // 100 MB) otherwise ran at 188 against 210 GFLOP/s with 32 rows. The last
 // tile of a span passes 0 (a fetch of its own lines, which costs nothing):
-// the next tile is another span's, likely another thread's.
+// the next tile is another span's, likely another thread's, and fetching it
+// here too cost batch-1 decode most of its gain from a second thread.
 template <int RT, int NB, bool kReluSquared>
 __attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64_t block_stride,
                                                         int64_t ahead, int64_t pairs,

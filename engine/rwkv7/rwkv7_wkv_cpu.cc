@@ -2,12 +2,14 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <vector>
 
 #include <torch/types.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 
 namespace linserve {
@@ -83,35 +85,47 @@ __attribute__((target("avx512f"))) void HeadAvx512(const Head& h, int64_t N) {
   }
 }
 
-// T tokens of B * H heads in order: inputs (T, heads, N) contiguous, y the
-// same shape; S (heads, N, N) updated in place through all of them.
+// Rows of WkvOutputCpu per span of the engine's pool: a row of 768 channels
+// is about a microsecond.
+constexpr int64_t kOutputRowsPerSpan = 8;
+
+// Head-tokens per span: one head's step is about a microsecond at N = 64.
+constexpr int64_t kHeadStepsPerSpan = 4;
+
+// T tokens of B * H heads, each head's tokens in order: inputs (T, heads, N)
+// contiguous, y the same shape; S (heads, N, N) updated in place through all
+// of them. Heads are independent: they split over the engine's pool, each
+// head's steps the same whichever thread runs them.
 void RunTokens(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
                const torch::Tensor& v, const torch::Tensor& kk, const torch::Tensor& a,
                torch::Tensor& S, torch::Tensor& y, int64_t T) {
   const int64_t N = S.size(-1), heads = S.numel() / (N * N);  // heads: B * H
-  // b = kk a, one head at a time: the same products as a whole-tensor
-  // multiply, without its dispatch and allocation at every step.
-  std::vector<float> b(N);
   // The AVX-512 loop sums in another order than the plain one: each gives
   // its own bits (docs/DESIGN.md, "What is bit-identical").
   const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
   const float *r_p = r.data_ptr<float>(), *w_p = w.data_ptr<float>(), *k_p = k.data_ptr<float>();
   const float *v_p = v.data_ptr<float>(), *kk_p = kk.data_ptr<float>(), *a_p = a.data_ptr<float>();
   float *S_p = S.data_ptr<float>(), *y_p = y.data_ptr<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t at = (t * heads + h) * N;
-      const float *kk_h = kk_p + at, *a_h = a_p + at;
-      for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
-      const Head head{r_p + at, w_p + at, k_p + at, v_p + at, kk_h, b.data(), S_p + h * N * N,
-                      y_p + at};
-      if (wide) {
-        HeadAvx512(head, N);
-      } else {
-        HeadPlain(head, N);
+  const int64_t heads_per_span = std::max<int64_t>(1, kHeadStepsPerSpan / T);
+  ParallelFor(heads, heads_per_span, [&](int64_t first, int64_t end) {
+    // b = kk a, one head at a time: the same products as a whole-tensor
+    // multiply, without its dispatch and allocation at every step.
+    std::vector<float> b(N);
+    for (int64_t h = first; h < end; ++h) {
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t at = (t * heads + h) * N;
+        const float *kk_h = kk_p + at, *a_h = a_p + at;
+        for (int64_t n = 0; n < N; ++n) b[n] = kk_h[n] * a_h[n];
+        const Head head{r_p + at, w_p + at, k_p + at, v_p + at, kk_h, b.data(), S_p + h * N * N,
+                        y_p + at};
+        if (wide) {
+          HeadAvx512(head, N);
+        } else {
+          HeadPlain(head, N);
+        }
       }
     }
-  }
+  });
 }
 
 void CheckCpuFloat(std::initializer_list<const torch::Tensor*> tensors, const char* function) {
@@ -172,24 +186,27 @@ torch::Tensor WkvOutputCpu(const torch::Tensor& y, const torch::Tensor& r, const
   const float *rk_p = rk_c.data_ptr<float>(), *g_p = g_c.data_ptr<float>();
   const float *w_p = w_c.data_ptr<float>(), *b_p = b_c.data_ptr<float>();
   float* out_p = out.data_ptr<float>();
-  for (int64_t row = 0; row < B; ++row) {
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t at = row * C + h * N, channel = h * N;
-      float sum = 0, bonus = 0;
-      for (int64_t n = 0; n < N; ++n) {
-        sum += y_p[at + n];
-        bonus += r_p[at + n] * k_p[at + n] * rk_p[channel + n];
-      }
-      const float mean = sum / N;
-      float squares = 0;
-      for (int64_t n = 0; n < N; ++n) squares += (y_p[at + n] - mean) * (y_p[at + n] - mean);
-      const float scale = 1.0f / std::sqrt(squares / N + static_cast<float>(eps));
-      for (int64_t n = 0; n < N; ++n) {
-        const float normed = (y_p[at + n] - mean) * scale * w_p[channel + n] + b_p[channel + n];
-        out_p[at + n] = (normed + bonus * v_p[at + n]) * g_p[at + n];
+  // Rows split over the engine's pool, each row's sums in one order.
+  ParallelFor(B, kOutputRowsPerSpan, [&](int64_t first, int64_t end) {
+    for (int64_t row = first; row < end; ++row) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t at = row * C + h * N, channel = h * N;
+        float sum = 0, bonus = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          sum += y_p[at + n];
+          bonus += r_p[at + n] * k_p[at + n] * rk_p[channel + n];
+        }
+        const float mean = sum / N;
+        float squares = 0;
+        for (int64_t n = 0; n < N; ++n) squares += (y_p[at + n] - mean) * (y_p[at + n] - mean);
+        const float scale = 1.0f / std::sqrt(squares / N + static_cast<float>(eps));
+        for (int64_t n = 0; n < N; ++n) {
+          const float normed = (y_p[at + n] - mean) * scale * w_p[channel + n] + b_p[channel + n];
+          out_p[at + n] = (normed + bonus * v_p[at + n]) * g_p[at + n];
+        }
       }
     }
-  }
+  });
   return out;
 }
 

@@ -246,8 +246,8 @@ class FlagsTest(unittest.TestCase):
                            int(pre_stop[1]) + grace + 5,
                            "terminationGracePeriodSeconds vs preStop + --shutdown_grace_seconds")
 
-    def test_torch_threads_fit_the_cpu_limit(self):
-        threads = int(effective(D.k8s_linserve_args())["torch_threads"])
+    def test_engine_threads_fit_the_cpu_limit(self):
+        threads = int(effective(D.k8s_linserve_args())["threads"])
         self.assertGreater(threads, 0)
         self.assertLessEqual(threads, files.cpu_cores(D.container["resources"]["limits"]["cpu"]))
 

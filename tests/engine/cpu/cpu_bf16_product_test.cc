@@ -10,6 +10,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include "engine/base/engine_threads.h"
+
 namespace linserve {
 namespace {
 
@@ -74,15 +76,15 @@ TEST(CpuBf16ProductTest, EachRowHasTheSameBitsWhateverTheOthersAndThreads) {
   if (!HasCpuBf16Product()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   const torch::Tensor packed = PackBf16(torch::randn({4096, 96}).to(torch::kBFloat16));
   const torch::Tensor x = torch::randn({7, 96});
-  const int threads = torch::get_num_threads();
-  torch::set_num_threads(1);
+  const int threads = EngineThreads();
+  SetEngineThreads(1);
   const torch::Tensor all = PackedBf16Product(packed, x);
   for (int64_t r = 0; r < 7; ++r) {
     EXPECT_TRUE(torch::equal(all[r], PackedBf16Product(packed, x.narrow(0, r, 1))[0])) << r;
   }
-  torch::set_num_threads(4);
+  SetEngineThreads(4);
   const torch::Tensor several = PackedBf16Product(packed, x);
-  torch::set_num_threads(threads);
+  SetEngineThreads(threads);
   EXPECT_TRUE(torch::equal(all, several));
 }
 

@@ -8,8 +8,6 @@
 
 #include "engine/cpu/fixed_order_product.h"
 
-#include <ATen/Parallel.h>
-
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -20,6 +18,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/fixed_order_kernel.h"
 
@@ -79,12 +78,12 @@ TEST_P(FixedOrderProductTest, ThreadsDoNotChangeTheBits) {
   torch::manual_seed(6);
   const torch::Tensor weight = Weight(272, 768);
   const torch::Tensor x = torch::randn({33, 768});
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
+  const int threads = EngineThreads();
+  SetEngineThreads(1);
   const torch::Tensor one = FixedOrderLinear(x, weight);
-  at::set_num_threads(4);
+  SetEngineThreads(4);
   const torch::Tensor several = FixedOrderLinear(x, weight);
-  at::set_num_threads(threads);
+  SetEngineThreads(threads);
   EXPECT_TRUE(torch::equal(one, several));
 }
 

@@ -6,8 +6,6 @@
 
 #include "engine/cpu/quantized_linear.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/cpu/quantized_kernel.h"
@@ -120,10 +119,10 @@ TEST(QuantizedLinearTest, RowsAndThreadsChangeNoBits) {
   for (WeightQuantization kind : kKinds) {
     const QuantizedWeight w = QuantizeWeight(torch::randn({400, 768}), kind, 64);
     const torch::Tensor x = torch::randn({300, 768});
-    const int threads = at::get_num_threads();
-    at::set_num_threads(1);
+    const int threads = EngineThreads();
+    SetEngineThreads(1);
     const torch::Tensor one_thread = QuantizedLinear(x, w, QuantizedEpilogue::kReluSquared);
-    at::set_num_threads(4);
+    SetEngineThreads(4);
     const torch::Tensor four_threads = QuantizedLinear(x, w, QuantizedEpilogue::kReluSquared);
     EXPECT_TRUE(torch::equal(one_thread, four_threads));
     for (int64_t first : {0, 1, 63, 64, 65, 200}) {
@@ -135,7 +134,7 @@ TEST(QuantizedLinearTest, RowsAndThreadsChangeNoBits) {
             << WeightQuantizationName(kind) << " rows " << first << " + " << count;
       }
     }
-    at::set_num_threads(threads);
+    SetEngineThreads(threads);
   }
 }
 

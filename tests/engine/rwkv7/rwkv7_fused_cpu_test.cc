@@ -4,7 +4,6 @@
 
 #include "engine/rwkv7/rwkv7_fused_cpu.h"
 
-#include <ATen/Parallel.h>
 #include <torch/nn/functional.h>
 #include <torch/types.h>
 
@@ -12,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/base/engine_threads.h"
 #include "gtest/gtest.h"
 
 namespace linserve {
@@ -59,17 +59,17 @@ TEST(NormShiftCpuTest, EachRowHasItsBitsInAnyBatchAndOnAnyThreadCount) {
   const torch::Tensor weight = torch::randn({C}), bias = torch::randn({C});
   const torch::Tensor shift = torch::randn({B, C});
   const std::vector<torch::Tensor> mixes = RandomMixes(2, C);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const int threads = EngineThreads();
+  SetEngineThreads(2);
   const NormShifted batch = NormShiftCpu(x, add, weight, bias, 1e-5, shift, mixes);
-  at::set_num_threads(1);
+  SetEngineThreads(1);
   for (int64_t b : {0, 17, 39}) {
     const NormShifted alone = NormShiftCpu(x.narrow(0, b, 1), add.narrow(0, b, 1), weight, bias,
                                            1e-5, shift.narrow(0, b, 1), mixes);
     EXPECT_TRUE(torch::equal(alone.mixed.select(1, 0), batch.mixed.select(1, b))) << b;
     EXPECT_TRUE(torch::equal(alone.last[0], batch.last[b])) << b;
   }
-  at::set_num_threads(threads);
+  SetEngineThreads(threads);
 }
 
 struct GateInputs {
