@@ -31,7 +31,7 @@ struct Qwen35BenchOptions {
 struct Qwen35Row {
   std::string shape;
   Rwkv7Format format;
-  int threads = 1;  // the engine pool's size (engine/base/engine_threads.h)
+  int threads = 1;  // the engine pool's size (engine/cpu/engine_threads.h)
   int64_t parameters = 0;
   int64_t weight_bytes_per_token = 0;   // every matrix once but the embedding's one row
   int64_t gdn_state_bytes = 0;          // the constant part of a session's state

@@ -69,7 +69,7 @@ MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::st
 struct Rwkv7Row {
   std::string shape;
   Rwkv7Format format;
-  int threads = 1;  // the engine pool's size (engine/base/engine_threads.h)
+  int threads = 1;  // the engine pool's size (engine/cpu/engine_threads.h)
   int64_t parameters = 0;
   // Bytes one decode step reads from the weights at batch 1: every parameter
   // once, but only the token's row of the embedding.

@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "client/bench.h"
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/generation/generation.h"
 #include "engine/model/slot_pool.h"
 

@@ -2,7 +2,7 @@
 #define LINSERVE_ENGINE_CPU_PRODUCT_SPANS_H_
 
 // How many units of a product (a tile, a panel unit) one span of the
-// engine's pool takes (engine/base/engine_threads.h). A span is cut by the
+// engine's pool takes (engine/cpu/engine_threads.h). A span is cut by the
 // product's shape alone, so the bits never depend on the thread count.
 
 #include <algorithm>

@@ -8,8 +8,8 @@
 
 #include <torch/types.h>
 
-#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/cpu/product_spans.h"
 #include "engine/cpu/quantized_kernel.h"

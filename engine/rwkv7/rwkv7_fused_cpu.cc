@@ -1,6 +1,6 @@
 #include "engine/rwkv7/rwkv7_fused_cpu.h"
 
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/base/engine_threads.h"
 #include "engine/base/status_macros.h"
+#include "engine/cpu/engine_threads.h"
 #include "server/common/log.h"
 #include "server/scheduling/token_logprobs.h"
 

@@ -10,7 +10,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 
 namespace linserve {
 namespace {

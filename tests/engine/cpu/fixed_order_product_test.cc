@@ -18,8 +18,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/cpu/fixed_order_kernel.h"
 
 namespace linserve {

@@ -20,8 +20,8 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
-#include "engine/base/engine_threads.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/cpu/quantized_kernel.h"
 

@@ -13,7 +13,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/model/language_model.h"
 #include "engine/model/state.h"
 #include "engine/qwen35/qwen35_model.h"

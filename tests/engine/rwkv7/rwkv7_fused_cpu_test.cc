@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 #include "gtest/gtest.h"
 
 namespace linserve {

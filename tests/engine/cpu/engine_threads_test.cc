@@ -1,9 +1,9 @@
-// The engine's thread pool (engine/base/engine_threads.h): spans cut by the
+// The engine's thread pool (engine/cpu/engine_threads.h): spans cut by the
 // caller's grain alone, run once each, on several threads at once; nested
 // and concurrent calls, exceptions and resizes. CI runs it under
 // ThreadSanitizer too (scripts/test-sanitized tsan threads).
 
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,5 +1,5 @@
-#ifndef LINSERVE_ENGINE_BASE_ENGINE_THREADS_H_
-#define LINSERVE_ENGINE_BASE_ENGINE_THREADS_H_
+#ifndef LINSERVE_ENGINE_CPU_ENGINE_THREADS_H_
+#define LINSERVE_ENGINE_CPU_ENGINE_THREADS_H_
 
 // The engine's one pool of threads. The products, the recurrences and the
 // fused passes split their work over it; nothing else in the engine starts
@@ -52,4 +52,4 @@ void ParallelFor(int64_t n, int64_t grain, const Task& task) {
 
 }  // namespace linserve
 
-#endif  // LINSERVE_ENGINE_BASE_ENGINE_THREADS_H_
+#endif  // LINSERVE_ENGINE_CPU_ENGINE_THREADS_H_

@@ -1,4 +1,4 @@
-#include "engine/base/engine_threads.h"
+#include "engine/cpu/engine_threads.h"
 
 #include <sched.h>
 
