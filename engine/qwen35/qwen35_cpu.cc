@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/engine_threads.h"
 
 namespace linserve {
 namespace {
@@ -131,10 +132,12 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
                   S.numel() == B * Hv * dv * dk && conv_weight.numel() == C * d.kernel,
               "GatedDeltaNetCpu: shapes do not fit B ", B, ", T ", T);
   torch::Tensor out = torch::empty({B * T, Hv * dv}, torch::kFloat32);
-  std::vector<float> scratch(avx512::kGdnBlock * (C + 2 * Hv));
   const GdnWeights weights{Data(conv_weight), Data(A_log), Data(dt_bias),
                                    Data(norm_weight)};
-  for (int64_t b = 0; b < B; ++b) {
+  // Sessions split over the engine's pool; one session alone splits its
+  // value heads instead (GdnRun: a call inside a span runs inline).
+  ParallelFor(B, 1, [&](int64_t b, int64_t) {
+    std::vector<float> scratch(avx512::kGdnBlock * (C + 2 * Hv));
     const GdnSession session{
         Data(qkv) + b * T * C,
         Data(z) + b * T * Hv * dv,
@@ -148,7 +151,7 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
     } else {
       plain::GdnRun(session, weights, T, d, scratch.data());
     }
-  }
+  });
   return out;
 }
 
@@ -174,57 +177,63 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
   const float eps = static_cast<float>(d.eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int64_t block = std::min(kQueryBlock, T) * group;  // queries per call
-  std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(block * D),
-      attended(block * D), row(avx512::kAttendRows * D);
-  std::vector<int64_t> seen(block);
   int64_t longest = 0;
   for (int64_t p : positions) longest = std::max(longest, p + T);
-  std::vector<float> scores(block * longest);
-  for (int64_t b = 0; b < B; ++b) {
-    // The new keys and values first, so that each query sees its own token.
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t r = b * T + t, position = positions[b] + t;
-      RopeAngles(position, d, cosines.data(), sines.data());
-      for (int64_t h = 0; h < nKV; ++h) {
-        norm_row(Data(k) + (r * nKV + h) * D, Data(k_norm), row.data(), D, eps, true);
-        rope(row.data(), cosines.data(), sines.data(), d.rotary_dim);
-        Store(row.data(), D, K + ((b * nKV + h) * capacity + position) * D);
-        Store(Data(v) + (r * nKV + h) * D, D, V + ((b * nKV + h) * capacity + position) * D);
-      }
-    }
-    // The queries, tokens in blocks of kQueryBlock: each block's queries of
-    // one GQA group read each cached key and value row once.
-    for (int64_t first = 0; first < T; first += kQueryBlock) {
-      const int64_t tokens = std::min(kQueryBlock, T - first);
-      for (int64_t kv = 0; kv < nKV; ++kv) {
-        for (int64_t i = 0; i < tokens; ++i) {
-          const int64_t r = b * T + first + i, position = positions[b] + first + i;
-          RopeAngles(position, d, cosines.data(), sines.data());
-          for (int64_t g = 0; g < group; ++g) {
-            const int64_t q = i * group + g;
-            const float* head = Data(qg) + (r * nH + kv * group + g) * 2 * D;  // query, gate
-            norm_row(head, Data(q_norm), queries.data() + q * D, D, eps, true);
-            rope(queries.data() + q * D, cosines.data(), sines.data(), d.rotary_dim);
-            seen[q] = position + 1;
-          }
-        }
-        attend(queries.data(), tokens * group, seen.data(), K + (b * nKV + kv) * capacity * D,
-               V + (b * nKV + kv) * capacity * D, D, scale, scores.data(), attended.data(),
-               row.data());  // kAttendRows rows
-        for (int64_t i = 0; i < tokens; ++i) {
-          const int64_t r = b * T + first + i;
-          for (int64_t g = 0; g < group; ++g) {
-            const int64_t h = kv * group + g, q = i * group + g;
-            const float* gate = Data(qg) + (r * nH + h) * 2 * D + D;
-            float* o = out.data_ptr<float>() + (r * nH + h) * D;
-            for (int64_t j = 0; j < D; ++j) {
-              o[j] = attended[q * D + j] * (1.0f / (1.0f + std::exp(-gate[j])));
-            }
-          }
+  // The new keys and values first, every session's, so that each query sees
+  // its own token.
+  {
+    std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), row(D);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t r = b * T + t, position = positions[b] + t;
+        RopeAngles(position, d, cosines.data(), sines.data());
+        for (int64_t h = 0; h < nKV; ++h) {
+          norm_row(Data(k) + (r * nKV + h) * D, Data(k_norm), row.data(), D, eps, true);
+          rope(row.data(), cosines.data(), sines.data(), d.rotary_dim);
+          Store(row.data(), D, K + ((b * nKV + h) * capacity + position) * D);
+          Store(Data(v) + (r * nKV + h) * D, D, V + ((b * nKV + h) * capacity + position) * D);
         }
       }
     }
   }
+  // Then the queries, tokens in blocks of kQueryBlock: each block's queries
+  // of one GQA group read each cached key and value row once. The (session,
+  // block, KV head) units are independent and each is computed the same way
+  // on any thread: they split over the engine's pool.
+  const int64_t blocks = (T + kQueryBlock - 1) / kQueryBlock;
+  ParallelFor(B * blocks * nKV, 1, [&](int64_t unit, int64_t) {
+    const int64_t b = unit / (blocks * nKV), kv = unit % nKV;
+    const int64_t first = unit / nKV % blocks * kQueryBlock;
+    const int64_t tokens = std::min(kQueryBlock, T - first);
+    std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(block * D),
+        attended(block * D), row(avx512::kAttendRows * D), scores(block * longest);
+    std::vector<int64_t> seen(block);
+    for (int64_t i = 0; i < tokens; ++i) {
+      const int64_t r = b * T + first + i, position = positions[b] + first + i;
+      RopeAngles(position, d, cosines.data(), sines.data());
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t q = i * group + g;
+        const float* head = Data(qg) + (r * nH + kv * group + g) * 2 * D;  // query, gate
+        norm_row(head, Data(q_norm), queries.data() + q * D, D, eps, true);
+        rope(queries.data() + q * D, cosines.data(), sines.data(), d.rotary_dim);
+        seen[q] = position + 1;
+      }
+    }
+    attend(queries.data(), tokens * group, seen.data(), K + (b * nKV + kv) * capacity * D,
+           V + (b * nKV + kv) * capacity * D, D, scale, scores.data(), attended.data(),
+           row.data());  // kAttendRows rows
+    for (int64_t i = 0; i < tokens; ++i) {
+      const int64_t r = b * T + first + i;
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t h = kv * group + g, q = i * group + g;
+        const float* gate = Data(qg) + (r * nH + h) * 2 * D + D;
+        float* o = out.data_ptr<float>() + (r * nH + h) * D;
+        for (int64_t j = 0; j < D; ++j) {
+          o[j] = attended[q * D + j] * (1.0f / (1.0f + std::exp(-gate[j])));
+        }
+      }
+    }
+  });
 }
 
 }  // namespace
