@@ -35,10 +35,11 @@
 #include "bench/bench_table.h"
 #include "bench/engine_measure.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/cpu/fixed_order_product.h"
 
 ABSL_FLAG(int32_t, repeats, 21, "timed repeats of each product (the median is printed)");
-ABSL_FLAG(int32_t, threads, 1, "LibTorch's intra-op threads");
+ABSL_FLAG(int32_t, threads, 1, "the engine pool's threads (LibTorch's own stay at one)");
 
 namespace linserve {
 namespace {
@@ -81,12 +82,13 @@ int main(int argc, char** argv) {
   using namespace linserve;
   absl::ParseCommandLine(argc, argv);
   torch::NoGradGuard no_grad;
-  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  torch::set_num_threads(1);
+  SetEngineThreads(absl::GetFlag(FLAGS_threads));
   const int repeats = absl::GetFlag(FLAGS_repeats);
   torch::linear(torch::ones({64, 64}), torch::ones({64, 64}));  // maps the BLAS
   const MachineInfo machine = ReadMachineInfo("cpu");
   absl::PrintF("linserve product benchmark, %s\n", machine.date);
-  absl::PrintF("machine: %d cores, %s; %d LibTorch thread(s)\n", machine.cores,
+  absl::PrintF("machine: %d cores, %s; %d engine thread(s)\n", machine.cores,
                machine.cpu_model, absl::GetFlag(FLAGS_threads));
   absl::PrintF("BLAS: OpenBLAS kernels %s; fixed-order family %s\n\n",
                machine.openblas_core.empty() ? "(none)" : machine.openblas_core,
