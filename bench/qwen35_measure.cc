@@ -28,11 +28,16 @@ void Progress(const std::string& shape, const Rwkv7Format& format, const std::st
 State StateAt(Qwen35& module, int64_t batch, int64_t context) {
   State state = module->NewState(batch);
   const Qwen35Config& c = module->config();
+  const int64_t bs = module->options().kv_block_tokens;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     if (c.layer_types[i] != Qwen35LayerKind::kFullAttention) continue;
-    for (torch::Tensor& cache : state.layers[i]) {
-      cache = torch::randn({batch, c.num_key_value_heads, context, c.head_dim})
-                  .to(module->options().kv_dtype);
+    for (BlockTable& table : state.tables) {
+      for (TensorBlocks& blocks : table.layers[i]) {
+        for (int64_t k = 0; k < BlocksFor(context, bs); ++k) {
+          blocks.push_back(
+              torch::randn({c.num_key_value_heads, bs, c.head_dim}).to(module->options().kv_dtype));
+        }
+      }
     }
   }
   state.positions.assign(batch, context);

@@ -200,6 +200,10 @@ ABSL_FLAG(std::string, kv_dtype, "float32",
           "The KV cache of Qwen3.5's attention layers: float32, or bfloat16 for half the bytes "
           "per token (the state file says which; a state moves only between servers of the "
           "same KV dtype)");
+ABSL_FLAG(int64_t, kv_block_tokens, 64,
+          "Positions per block of Qwen3.5's KV cache, a multiple of 16 up to 4096: a fork, a "
+          "prefix-cache snapshot, a kept or a named state shares the blocks it has in common "
+          "with its source, and a session that writes into a shared block copies that one");
 ABSL_FLAG(int32_t, max_new_tokens_cap, 4096, "Upper bound of a request's max_new_tokens");
 ABSL_FLAG(int32_t, default_max_new_tokens, 256, "max_new_tokens of a request that sets 0");
 ABSL_FLAG(int32_t, max_stop_sequences, 8, "Stop sequences per request");
@@ -718,6 +722,13 @@ int Serve() {
     }
     load.kv_dtype = *kv_dtype;
   }
+  if (const int64_t block = absl::GetFlag(FLAGS_kv_block_tokens);
+      block <= 0 || block % 16 != 0 || block > 4096) {
+    return Fail("bad_flags", absl::InvalidArgumentError(absl::StrCat(
+                                 "--kv_block_tokens = ", block,
+                                 " is not a multiple of 16 between 16 and 4096")));
+  }
+  load.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<LanguageModel>> model =
       LanguageModel::Load(absl::GetFlag(FLAGS_model), load);

@@ -52,6 +52,9 @@ struct LoadOptions {
   // bytes. The state file records it, so a state moves only between servers
   // of the same KV dtype.
   torch::ScalarType kv_dtype = torch::kFloat32;
+  // Positions per block of that KV cache: states made from one another (a
+  // fork, a prefix-cache snapshot, a kept or named state) share whole blocks.
+  int64_t kv_block_tokens = 64;
   // A Hugging Face tokenizer's bounds: its regexes' match and depth limits,
   // tokenizer.json's nesting, the pre-token cache (the server's flags).
   HfTokenizerOptions tokenizer;

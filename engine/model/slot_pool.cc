@@ -11,7 +11,8 @@ constexpr int64_t kFirstCapacity = 8;
 
 }  // namespace
 
-SlotPool::SlotPool(StateLayout layout) : layout_(std::move(layout)), grows_(layout_.Grows()) {}
+SlotPool::SlotPool(StateLayout layout)
+    : layout_(std::move(layout)), grows_(layout_.Grows() && !layout_.Paged()) {}
 
 int64_t SlotPool::Join(const State& state) {
   const int64_t slot = size();
@@ -26,6 +27,10 @@ int64_t SlotPool::Join(const State& state) {
     for (const LayerState& layer : state.layers) {
       LayerState rows;
       for (const torch::Tensor& t : layer) {
+        if (!t.defined()) {  // paged: in the tables
+          rows.emplace_back();
+          continue;
+        }
         std::vector<int64_t> shape = t.sizes().vec();
         shape[0] = kFirstCapacity;
         rows.push_back(torch::empty(shape, t.options()));
@@ -37,9 +42,12 @@ int64_t SlotPool::Join(const State& state) {
   if (slot == capacity_) Reserve(2 * capacity_);
   torch::NoGradGuard no_grad;
   for (size_t l = 0; l < pool_.size(); ++l) {
-    for (size_t t = 0; t < pool_[l].size(); ++t) pool_[l][t][slot].copy_(state.layers[l][t][0]);
+    for (size_t t = 0; t < pool_[l].size(); ++t) {
+      if (pool_[l][t].defined()) pool_[l][t][slot].copy_(state.layers[l][t][0]);
+    }
   }
   batch_.positions.push_back(state.positions[0]);
+  if (!state.tables.empty()) batch_.tables.push_back(state.tables[0]);  // shared, not copied
   views_.clear();
   return slot;
 }
@@ -57,10 +65,19 @@ State SlotPool::Leave(int64_t slot) {
     members_.pop_back();
     return out;
   }
+  if (!batch_.tables.empty()) {
+    out.tables = {std::move(batch_.tables[slot])};
+    if (slot != last) batch_.tables[slot] = std::move(batch_.tables[last]);
+    batch_.tables.pop_back();
+  }
   torch::NoGradGuard no_grad;
   for (size_t l = 0; l < pool_.size(); ++l) {
     LayerState layer;
     for (torch::Tensor& rows : pool_[l]) {
+      if (!rows.defined()) {
+        layer.emplace_back();
+        continue;
+      }
       layer.push_back(rows.narrow(0, slot, 1).clone());
       if (slot != last) rows[slot].copy_(rows[last]);
     }
@@ -91,7 +108,7 @@ void SlotPool::Absorb() {
   for (size_t l = 0; l < views_.size(); ++l) {
     for (size_t t = 0; t < views_[l].size(); ++t) {
       torch::Tensor& stepped = batch_.layers[l][t];
-      if (stepped.is_same(views_[l][t])) continue;
+      if (!views_[l][t].defined() || stepped.is_same(views_[l][t])) continue;
       // The model replaced this tensor (RWKV-7's token shifts): keep it.
       views_[l][t].copy_(stepped);
       stepped = views_[l][t];
@@ -103,6 +120,7 @@ void SlotPool::Reserve(int64_t slots) {
   torch::NoGradGuard no_grad;
   for (LayerState& layer : pool_) {
     for (torch::Tensor& rows : layer) {
+      if (!rows.defined()) continue;
       std::vector<int64_t> shape = rows.sizes().vec();
       shape[0] = slots;
       torch::Tensor bigger = torch::empty(shape, rows.options());
@@ -119,7 +137,9 @@ void SlotPool::MakeViews() {
   batch_.layers.clear();
   for (const LayerState& layer : pool_) {
     LayerState views;
-    for (const torch::Tensor& rows : layer) views.push_back(rows.narrow(0, 0, size()));
+    for (const torch::Tensor& rows : layer) {
+      views.push_back(rows.defined() ? rows.narrow(0, 0, size()) : rows);
+    }
     views_.push_back(views);
     batch_.layers.push_back(std::move(views));
   }

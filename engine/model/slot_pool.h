@@ -16,9 +16,12 @@ namespace linserve {
 // membership costs one or two sessions' states, never the whole batch, and a
 // snapshot or checkpoint reads one slot.
 //
-// A layout whose state grows with the position (the softmax baseline) has
-// rows of different lengths: for it the pool falls back to stacking its
-// members into a batch when it steps and splitting them when one leaves.
+// A paged layout's growing tensors (Qwen3.5's KV cache) are each session's
+// block table, which joins and leaves the batch without a copy. A layout
+// whose state grows with the position in whole tensors (the softmax
+// baseline) has rows of different lengths: for it the pool falls back to
+// stacking its members into a batch when it steps and splitting them when
+// one leaves.
 // Not thread-safe: the engine thread's.
 class SlotPool {
  public:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <unordered_set>
 
 #include <torch/types.h>
 
@@ -61,6 +62,42 @@ std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
   return shape;
 }
 
+bool IsGrowing(const StateTensorSpec& spec) {
+  return std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end();
+}
+
+// The growing dimension of a per-session tensor (no batch dimension).
+int64_t GrowingDim(const StateTensorSpec& spec) {
+  return std::find(spec.shape.begin(), spec.shape.end(), -1) - spec.shape.begin();
+}
+
+// A session's blocks as one tensor (the spec's shape at every block's
+// positions; the caller narrows it to the session's).
+torch::Tensor Contiguous(const TensorBlocks& blocks, const StateTensorSpec& spec) {
+  if (blocks.empty()) {
+    std::vector<int64_t> shape = ShapeAt(spec, 0);
+    return torch::empty(shape, torch::TensorOptions(spec.dtype));
+  }
+  return torch::cat(blocks, GrowingDim(spec));
+}
+
+// `whole` (the spec's shape at some position) cut into blocks, the last one
+// padded with zeros.
+TensorBlocks InBlocks(const torch::Tensor& whole, const StateTensorSpec& spec,
+                      int64_t block_tokens) {
+  const int64_t dim = GrowingDim(spec), length = whole.size(dim);
+  TensorBlocks blocks;
+  for (int64_t start = 0; start < length; start += block_tokens) {
+    std::vector<int64_t> shape = whole.sizes().vec();
+    shape[dim] = block_tokens;
+    torch::Tensor block = torch::zeros(shape, whole.options());
+    const int64_t n = std::min(block_tokens, length - start);
+    block.narrow(dim, 0, n).copy_(whole.narrow(dim, start, n));
+    blocks.push_back(std::move(block));
+  }
+  return blocks;
+}
+
 }  // namespace
 
 bool StateLayout::Grows() const {
@@ -90,11 +127,18 @@ State StackStates(const std::vector<const State*>& states) {
   for (const State* s : states) {
     out.positions.insert(out.positions.end(), s->positions.begin(), s->positions.end());
   }
+  for (const State* s : states) {
+    out.tables.insert(out.tables.end(), s->tables.begin(), s->tables.end());
+  }
   const size_t n_layers = states[0]->layers.size();
   out.layers.resize(n_layers);
   for (size_t layer = 0; layer < n_layers; ++layer) {
     const size_t n_tensors = states[0]->layers[layer].size();
     for (size_t i = 0; i < n_tensors; ++i) {
+      if (!states[0]->layers[layer][i].defined()) {  // paged: in the tables
+        out.layers[layer].emplace_back();
+        continue;
+      }
       std::vector<torch::Tensor> parts;
       int64_t longest = 0;
       for (const State* s : states) {
@@ -129,7 +173,85 @@ std::vector<std::vector<bool>> GrowingTensors(const StateLayout& layout) {
   return grows;
 }
 
+// `table` cut to the blocks that hold positions [0, position).
+BlockTable Truncated(const BlockTable& table, int64_t position, int64_t block_tokens) {
+  BlockTable out = table;
+  const size_t blocks = static_cast<size_t>(BlocksFor(position, block_tokens));
+  for (std::vector<TensorBlocks>& layer : out.layers) {
+    for (TensorBlocks& tensor : layer) {
+      if (tensor.size() > blocks) tensor.resize(blocks);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+int64_t BlocksFor(int64_t position, int64_t block_tokens) {
+  return (position + block_tokens - 1) / block_tokens;
+}
+
+void WritableBlocks(TensorBlocks& blocks, int64_t begin, int64_t end, int64_t block_tokens,
+                    const std::vector<int64_t>& block_shape, const torch::TensorOptions& options) {
+  const int64_t needed = BlocksFor(end, block_tokens);
+  if (static_cast<int64_t>(blocks.size()) > needed) blocks.resize(needed);
+  for (int64_t k = begin / block_tokens; k < needed; ++k) {
+    if (k >= static_cast<int64_t>(blocks.size())) {
+      blocks.push_back(torch::zeros(block_shape, options));
+    } else if (blocks[k].use_count() > 1 || blocks[k].storage().use_count() > 1) {
+      // Shared with another state (a fork, a snapshot): never written.
+      blocks[k] = blocks[k].clone();
+    }
+  }
+}
+
+namespace {
+
+// Calls `visit` on every defined tensor of `state`: its fixed tensors, then
+// its blocks.
+template <typename Visit>
+void ForEachTensor(const State& state, Visit&& visit) {
+  for (const LayerState& layer : state.layers) {
+    for (const torch::Tensor& t : layer) {
+      if (t.defined()) visit(t, /*block=*/false);
+    }
+  }
+  for (const BlockTable& table : state.tables) {
+    for (const std::vector<TensorBlocks>& layer : table.layers) {
+      for (const TensorBlocks& tensor : layer) {
+        for (const torch::Tensor& block : tensor) visit(block, /*block=*/true);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t ResidentStateBytes(const std::vector<const State*>& states) {
+  int64_t bytes = 0;
+  std::unordered_set<const void*> seen;
+  for (const State* state : states) {
+    ForEachTensor(*state, [&](const torch::Tensor& t, bool block) {
+      if (!block || seen.insert(t.storage().unsafeGetStorageImpl()).second) {
+        bytes += static_cast<int64_t>(t.nbytes());
+      }
+    });
+  }
+  return bytes;
+}
+
+BlockCounts CountBlocks(const std::vector<const State*>& states) {
+  BlockCounts counts;
+  std::unordered_set<const void*> seen;
+  for (const State* state : states) {
+    ForEachTensor(*state, [&](const torch::Tensor& t, bool block) {
+      if (!block) return;
+      ++counts.references;
+      if (seen.insert(t.storage().unsafeGetStorageImpl()).second) ++counts.distinct;
+    });
+  }
+  return counts;
+}
 
 std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
   const std::vector<std::vector<bool>> grows = GrowingTensors(layout);
@@ -137,10 +259,17 @@ std::vector<State> SplitState(const State& batch, const StateLayout& layout) {
   for (size_t b = 0; b < out.size(); ++b) {
     const int64_t position = batch.positions[b];
     out[b].positions = {position};
+    if (!batch.tables.empty()) {
+      out[b].tables = {Truncated(batch.tables[b], position, layout.block_tokens())};
+    }
     for (size_t l = 0; l < batch.layers.size(); ++l) {
       const LayerState& layer = batch.layers[l];
       LayerState piece;
       for (size_t i = 0; i < layer.size(); ++i) {
+        if (!layer[i].defined()) {  // paged: in the tables
+          piece.emplace_back();
+          continue;
+        }
         torch::Tensor row = layer[i].narrow(0, b, 1);
         if (grows[l][i]) row = row.narrow(kGrowDim, 0, position);
         piece.push_back(row.clone());
@@ -159,6 +288,7 @@ State KeepFixedPart(const State& one, const StateLayout& layout) {
     LayerState part;
     for (size_t i = 0; i < one.layers[l].size(); ++i) {
       part.push_back(grows[l][i] ? torch::Tensor() : one.layers[l][i].clone());
+      // (a paged layout's blocks stay with `one`: `kept.tables` is empty)
     }
     kept.layers.push_back(std::move(part));
   }
@@ -170,11 +300,18 @@ State ResumeFromKept(const State& kept, const State& live, const StateLayout& la
   const int64_t position = kept.positions[0];
   State out;
   out.positions = {position};
+  if (!live.tables.empty()) {
+    out.tables = {Truncated(live.tables[0], position, layout.block_tokens())};
+  }
   for (size_t l = 0; l < kept.layers.size(); ++l) {
     LayerState layer;
     for (size_t i = 0; i < kept.layers[l].size(); ++i) {
-      layer.push_back(grows[l][i] ? live.layers[l][i].narrow(kGrowDim, 0, position).clone()
-                                  : kept.layers[l][i].clone());
+      if (grows[l][i] && !live.tables.empty()) {
+        layer.emplace_back();
+      } else {
+        layer.push_back(grows[l][i] ? live.layers[l][i].narrow(kGrowDim, 0, position).clone()
+                                    : kept.layers[l][i].clone());
+      }
     }
     out.layers.push_back(std::move(layer));
   }
@@ -184,9 +321,10 @@ State ResumeFromKept(const State& kept, const State& live, const StateLayout& la
 State CloneState(const State& state) {
   State out;
   out.positions = state.positions;
+  out.tables = state.tables;  // shared blocks: copied when written
   for (const LayerState& layer : state.layers) {
     LayerState copy;
-    for (const torch::Tensor& t : layer) copy.push_back(t.clone());
+    for (const torch::Tensor& t : layer) copy.push_back(t.defined() ? t.clone() : t);
     out.layers.push_back(std::move(copy));
   }
   return out;
@@ -195,9 +333,17 @@ State CloneState(const State& state) {
 State MoveState(const State& state, const torch::Device& device) {
   State out;
   out.positions = state.positions;
+  out.tables = state.tables;
+  for (BlockTable& table : out.tables) {
+    for (std::vector<TensorBlocks>& layer : table.layers) {
+      for (TensorBlocks& tensor : layer) {
+        for (torch::Tensor& block : tensor) block = block.to(device);
+      }
+    }
+  }
   for (const LayerState& layer : state.layers) {
     LayerState moved;
-    for (const torch::Tensor& t : layer) moved.push_back(t.to(device));
+    for (const torch::Tensor& t : layer) moved.push_back(t.defined() ? t.to(device) : t);
     out.layers.push_back(std::move(moved));
   }
   return out;
@@ -210,7 +356,9 @@ std::string SerializeState(const State& state, const StateLayout& layout) {
   for (size_t layer = 0; layer < state.layers.size(); ++layer) {
     const std::vector<StateTensorSpec>& specs = layout.layer(layer);
     for (size_t i = 0; i < specs.size(); ++i) {
-      torch::Tensor t = state.layers[layer][i].squeeze(0);
+      torch::Tensor t = state.layers[layer][i].defined()
+                            ? state.layers[layer][i].squeeze(0)
+                            : Contiguous(state.tables[0].layers[layer][i], specs[i]);
       // A growing cache may hold spare capacity beyond the position.
       const std::vector<int64_t>& shape = specs[i].shape;
       if (std::find(shape.begin(), shape.end(), -1) != shape.end()) {
@@ -289,12 +437,22 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout
                             ParseAndCheckState(bytes, layout, /*in_place=*/false));
   State state;
   state.positions = {checked.position};
+  if (layout.Paged()) state.tables.resize(1);
   for (int64_t layer = 0; layer < layout.n_layers(); ++layer) {
     LayerState tensors;
+    std::vector<TensorBlocks> blocks;
     for (const StateTensorSpec& spec : layout.layer(layer)) {
-      tensors.push_back(checked.tensors.at(TensorName(layer, spec.name)).unsqueeze(0).to(device));
+      const torch::Tensor& whole = checked.tensors.at(TensorName(layer, spec.name));
+      if (layout.Paged() && IsGrowing(spec)) {
+        tensors.emplace_back();
+        blocks.push_back(InBlocks(whole.to(device), spec, layout.block_tokens()));
+      } else {
+        tensors.push_back(whole.unsqueeze(0).to(device));
+        blocks.emplace_back();
+      }
     }
     state.layers.push_back(std::move(tensors));
+    if (layout.Paged()) state.tables[0].layers.push_back(std::move(blocks));
   }
   return state;
 }

@@ -31,9 +31,11 @@ class StateLayout {
   // The same tensors in each of `n_layers` layers.
   StateLayout(std::vector<StateTensorSpec> every_layer, int64_t n_layers)
       : layers_(n_layers, std::move(every_layer)) {}
-  // Each layer's own tensors.
-  explicit StateLayout(std::vector<std::vector<StateTensorSpec>> per_layer)
-      : layers_(std::move(per_layer)) {}
+  // Each layer's own tensors; with `block_tokens` > 0 the growing ones are
+  // kept in blocks of that many positions (State::tables).
+  explicit StateLayout(std::vector<std::vector<StateTensorSpec>> per_layer,
+                       int64_t block_tokens = 0)
+      : layers_(std::move(per_layer)), block_tokens_(block_tokens) {}
 
   int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
   // Layer `i`'s tensors, per session.
@@ -41,17 +43,40 @@ class StateLayout {
 
   // True when a tensor grows with the position (a KV cache).
   bool Grows() const;
+  // Positions per block of a growing tensor; 0 when growing tensors are
+  // whole (contiguous) tensors.
+  int64_t block_tokens() const { return block_tokens_; }
+  bool Paged() const { return block_tokens_ > 0 && Grows(); }
 
  private:
   std::vector<std::vector<StateTensorSpec>> layers_;
+  int64_t block_tokens_ = 0;
+};
+
+// One session's growing tensor in blocks, in position order: block k holds
+// positions [k n, (k + 1) n) for n = StateLayout::block_tokens(), its shape
+// the spec's with -1 replaced by n. A block is shared by every state made
+// from another without copying (a fork, a prefix-cache snapshot, a kept
+// state, a named state), and so never written while shared: a writer first
+// replaces a shared block by its own copy (WritableBlocks).
+using TensorBlocks = std::vector<torch::Tensor>;
+
+// One session's growing tensors in blocks: per layer, per tensor of the
+// layer (empty for a tensor that does not grow).
+struct BlockTable {
+  std::vector<std::vector<TensorBlocks>> layers;
 };
 
 // The recurrent state of a batch of sessions: per layer, the kind's fixed
 // list of tensors with a leading batch dimension, plus each session's position
-// (tokens consumed). A single session is a batch of one.
+// (tokens consumed). A single session is a batch of one. In a paged layout
+// the growing tensors are undefined in `layers` and held, per session, in
+// `tables` (each session's blocks are its own list, so batching and
+// splitting move no KV bytes).
 struct State {
   std::vector<LayerState> layers;
   std::vector<int64_t> positions;
+  std::vector<BlockTable> tables;  // paged layouts: one per session, else empty
 
   int64_t batch_size() const { return static_cast<int64_t>(positions.size()); }
 };
@@ -61,8 +86,30 @@ struct State {
 // which grow with the position.
 int64_t StateBytes(const StateLayout& layout, int64_t position);
 
+// Blocks covering positions [0, position).
+int64_t BlocksFor(int64_t position, int64_t block_tokens);
+
+// Makes `blocks` hold positions [0, end) and the blocks covering [begin, end)
+// the caller's own, so that it may write those positions: a shared block
+// there is replaced by a copy, missing ones are made (zeros, of shape
+// `block_shape`). Blocks past `end` are dropped.
+void WritableBlocks(TensorBlocks& blocks, int64_t begin, int64_t end, int64_t block_tokens,
+                    const std::vector<int64_t>& block_shape, const torch::TensorOptions& options);
+
+// Bytes these states hold in memory, a block shared between them (or
+// within one) counted once, a whole block however few of its positions
+// are used. Undefined tensors count nothing.
+int64_t ResidentStateBytes(const std::vector<const State*>& states);
+// Blocks these states reference, and how many distinct ones among them.
+struct BlockCounts {
+  int64_t references = 0;
+  int64_t distinct = 0;
+};
+BlockCounts CountBlocks(const std::vector<const State*>& states);
+
 // Stacks states (of any batch sizes) into one batch, in order. Growing caches
-// are zero-padded to the longest. All states must share a kind and device.
+// are zero-padded to the longest; paged ones keep their blocks. All states
+// must share a kind and device.
 State StackStates(const std::vector<const State*>& states);
 
 // Splits a batch into single-session states. A growing cache (a dimension
@@ -71,7 +118,8 @@ State StackStates(const std::vector<const State*>& states);
 // The pieces own their memory: advancing one never touches another.
 std::vector<State> SplitState(const State& batch, const StateLayout& layout);
 
-// A deep copy (what ForkSession needs).
+// A copy that changes independently of `state` (what ForkSession needs):
+// the tensors are copied, a paged layout's blocks shared (copy on write).
 State CloneState(const State& state);
 
 // What a session keeps of its state at a point of its conversation, to go
@@ -80,7 +128,8 @@ State CloneState(const State& state);
 // a hybrid's recurrent part), the growing ones left undefined.
 State KeepFixedPart(const State& one, const StateLayout& layout);
 // The state at `kept`'s position: a copy of its fixed part, and `live`'s
-// growing tensors cut to that position. `live` must be the same session
+// growing tensors cut to that position (a paged layout's blocks shared, not
+// copied). `live` must be the same session
 // later on, having consumed the same tokens up to there: a KV cache only
 // appends, so its entries before that position are the kept state's own.
 // The result owns its memory.

@@ -17,10 +17,6 @@ namespace {
 // activations ((rows, I) floats in the MLP) whatever the prompt's length.
 constexpr int64_t kPrefillRowsPerPass = 2048;
 
-// A KV cache grows in steps of this many positions at decode, so that a
-// step rarely copies the cache.
-constexpr int64_t kCacheGrowth = 256;
-
 torch::Tensor Float(const torch::Tensor& t) { return t.to(torch::kFloat32).contiguous(); }
 
 GatedDeltaNetDims GdnDims(const Qwen35Config& c) {
@@ -35,15 +31,6 @@ GatedAttentionDims AttentionDims(const Qwen35Config& c) {
 
 bool IsFull(const Qwen35Config& c, int64_t layer) {
   return c.layer_types[layer] == Qwen35LayerKind::kFullAttention;
-}
-
-// A new cache (B, nKV, positions, D) holding the first `keep` positions of
-// `cache` (B, nKV, capacity, D), zeros after them.
-torch::Tensor Regrown(const torch::Tensor& cache, int64_t keep, int64_t positions) {
-  torch::Tensor grown = torch::zeros({cache.size(0), cache.size(1), positions, cache.size(3)},
-                                     cache.options());
-  if (keep > 0) grown.narrow(2, 0, keep).copy_(cache.narrow(2, 0, keep));
-  return grown;
 }
 
 }  // namespace
@@ -109,13 +96,14 @@ Qwen35AttentionImpl::Qwen35AttentionImpl(const Qwen35Config& c, torch::ScalarTyp
   k_norm = register_module("k_norm", Qwen35Vector(std::vector<int64_t>{D}));
 }
 
-torch::Tensor Qwen35AttentionImpl::forward(const torch::Tensor& xn, LayerState& state,
+torch::Tensor Qwen35AttentionImpl::forward(const torch::Tensor& xn, const Qwen35LayerCache& cache,
                                            const std::vector<int64_t>& positions, int64_t T) {
   const torch::Tensor qg = Float(q_proj(xn));  // (N, nH 2D)
   const torch::Tensor k = Float(k_proj(xn));   // (N, nKV D)
   const torch::Tensor v = Float(v_proj(xn));   // (N, nKV D)
-  const torch::Tensor o = GatedAttentionCpu(qg, k, v, q_norm->weight, k_norm->weight, state[0],
-                                            state[1], positions, T, AttentionDims(config_));
+  const torch::Tensor o =
+      GatedAttentionCpu(qg, k, v, q_norm->weight, k_norm->weight, cache.keys, cache.values,
+                        cache.block_tokens, positions, T, AttentionDims(config_));
   return o_proj(o);  // (N, H)
 }
 
@@ -144,9 +132,10 @@ Qwen35LayerImpl::Qwen35LayerImpl(const Qwen35Config& c, int64_t layer, torch::Sc
 }
 
 torch::Tensor Qwen35LayerImpl::forward(const torch::Tensor& x, LayerState& state,
+                                       const Qwen35LayerCache& cache,
                                        const std::vector<int64_t>& positions, int64_t T) {
   const torch::Tensor xn = Qwen35RmsNormCpu(x, input_layernorm->weight, eps_, true);
-  const torch::Tensor mixed = self_attn ? self_attn(xn, state, positions, T)
+  const torch::Tensor mixed = self_attn ? self_attn(xn, cache, positions, T)
                                         : linear_attn(xn, state, T);
   const torch::Tensor h = x + Float(mixed);
   return h + Float(mlp(Qwen35RmsNormCpu(h, post_attention_layernorm->weight, eps_, true)));
@@ -158,6 +147,9 @@ Qwen35Impl::Qwen35Impl(const Qwen35Config& c, const Qwen35Options& options)
               "Qwen3.5: weights in float32 or bfloat16, not ", options.dtype);
   TORCH_CHECK(options.kv_dtype == torch::kFloat32 || options.kv_dtype == torch::kBFloat16,
               "Qwen3.5: the KV cache is float32 or bfloat16, not ", options.kv_dtype);
+  TORCH_CHECK(options.kv_block_tokens > 0 && options.kv_block_tokens % 16 == 0,
+              "Qwen3.5: KV blocks of ", options.kv_block_tokens,
+              " positions; a positive multiple of 16 is needed");
   TORCH_CHECK(static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers,
               "Qwen3.5: ", c.layer_types.size(), " layer types for ", c.num_hidden_layers,
               " layers");
@@ -254,14 +246,21 @@ void Qwen35Impl::PackForCpu() {
 
 State Qwen35Impl::NewState(int64_t batch) const {
   State state;
+  state.tables.resize(batch);
   for (const std::vector<StateTensorSpec>& specs :
        Qwen35StateSpecs(config_, options_.kv_dtype)) {
     LayerState layer;
     for (const StateTensorSpec& spec : specs) {
+      const bool grows = std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end();
+      if (grows) {
+        layer.emplace_back();  // in the tables' blocks
+        continue;
+      }
       std::vector<int64_t> shape = {batch};
-      for (int64_t dim : spec.shape) shape.push_back(dim < 0 ? 0 : dim);
+      shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
       layer.push_back(torch::zeros(shape, torch::TensorOptions(spec.dtype)));
     }
+    for (BlockTable& table : state.tables) table.layers.emplace_back(specs.size());
     state.layers.push_back(std::move(layer));
   }
   state.positions.assign(batch, 0);
@@ -270,26 +269,32 @@ State Qwen35Impl::NewState(int64_t batch) const {
 
 torch::Tensor Qwen35Impl::Forward(const torch::Tensor& tokens, State& state, bool in_place) {
   const int64_t B = tokens.size(0), T = tokens.size(1), H = config_.hidden_size;
+  TORCH_CHECK(static_cast<int64_t>(state.tables.size()) == B,
+              "Qwen35: a state of ", state.tables.size(), " block tables for a batch of ", B);
   const std::vector<int64_t> positions = state.positions;
-  int64_t longest = 0;
-  for (int64_t p : positions) longest = std::max(longest, p + T);
-  // Room in the KV caches for the new tokens, rounded up so that decode
-  // steps rarely copy a cache. In place: grown only when too short. Not in
-  // place (a prefill's first pass, every session at one position): new
-  // tensors with the old positions copied in, the old ones left intact.
-  const int64_t room = (longest + kCacheGrowth - 1) / kCacheGrowth * kCacheGrowth;
+  // Not in place (a prefill's first pass): the recurrent parts are new
+  // tensors, the old ones left intact for a caller that holds them. The KV
+  // blocks the step writes into are made each session's own either way (a
+  // shared block is copied first), so a caller's copy of the old state never
+  // changes.
+  const int64_t bs = options_.kv_block_tokens;
+  const std::vector<int64_t> block_shape = {config_.num_key_value_heads, bs, config_.head_dim};
+  const torch::TensorOptions kv_options(options_.kv_dtype);
+  std::vector<Qwen35LayerCache> caches(config_.num_hidden_layers);
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    LayerState& layer = state.layers[i];
     if (IsFull(config_, i)) {
-      for (torch::Tensor& cache : layer) {
-        if (in_place) {
-          if (cache.size(2) < longest) cache = Regrown(cache, cache.size(2), room);
-        } else {
-          cache = Regrown(cache, longest - T, room);
+      Qwen35LayerCache& cache = caches[i];
+      cache.block_tokens = bs;
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<TensorBlocks>& blocks = state.tables[b].layers[i];
+        for (TensorBlocks& side : blocks) {
+          WritableBlocks(side, positions[b], positions[b] + T, bs, block_shape, kv_options);
         }
+        cache.keys.push_back(&blocks[0]);
+        cache.values.push_back(&blocks[1]);
       }
     } else if (!in_place) {
-      for (torch::Tensor& t : layer) t = t.clone();
+      for (torch::Tensor& t : state.layers[i]) t = t.clone();
     }
   }
   const torch::Tensor flat = tokens.reshape({-1});
@@ -297,7 +302,7 @@ torch::Tensor Qwen35Impl::Forward(const torch::Tensor& tokens, State& state, boo
                         ? DequantizeRows(embed_quantized, flat)
                         : embed_tokens->weight.index_select(0, flat).to(torch::kFloat32);  // (N, H)
   for (size_t i = 0; i < layers->size(); ++i) {
-    x = layers->at<Qwen35LayerImpl>(i).forward(x, state.layers[i], positions, T);
+    x = layers->at<Qwen35LayerImpl>(i).forward(x, state.layers[i], caches[i], positions, T);
   }
   const torch::Tensor last = x.view({B, T, H}).select(1, T - 1).contiguous();  // (B, H)
   return lm_head(Qwen35RmsNormCpu(last, norm->weight, config_.rms_norm_eps, true));  // (B, V)

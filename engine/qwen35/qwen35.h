@@ -18,7 +18,9 @@
 //     head's delta-rule state, rows indexed by value (vLLM's and MLX's
 //     layout; Hugging Face's is its transpose, SPEC.md P7)
 //   full_attention layers: "keys", "values" (nKV, T, D): the KV cache, keys
-//     after their norm and RoPE; T grows with the position.
+//     after their norm and RoPE; T grows with the position. Kept in blocks
+//     of Qwen35Options::kv_block_tokens positions (State::tables); the state
+//     file holds them whole.
 //
 // Every pass between the products is engine/qwen35/qwen35_cpu.h's, whose
 // rows are independent of the rows around them: a session gives the same
@@ -51,6 +53,10 @@ struct Qwen35Options {
   // groups of `quantization_group` inputs per scale.
   WeightQuantization quantization = WeightQuantization::kNone;
   int64_t quantization_group = 32;
+  // The KV cache's block: positions per block (State::tables). Forks and
+  // snapshots share whole blocks, and a session that writes into a shared
+  // block copies that one.
+  int64_t kv_block_tokens = 64;
 };
 
 // Names of the per-layer state tensors.
@@ -62,6 +68,13 @@ inline constexpr const char* kQwen35Values = "values";
 // Each layer's state tensors, per session.
 std::vector<std::vector<StateTensorSpec>> Qwen35StateSpecs(const Qwen35Config& config,
                                                            torch::ScalarType kv_dtype);
+
+// One attention layer's KV cache for a batch: each session's blocks, which
+// hold every position the step writes and are its own there.
+struct Qwen35LayerCache {
+  std::vector<TensorBlocks*> keys, values;
+  int64_t block_tokens = 0;
+};
 
 // One vector parameter named "weight" (a norm's, the convolution's): the
 // checkpoint's "<name>.weight".
@@ -99,10 +112,10 @@ TORCH_MODULE(Qwen35GatedDeltaNet);
 class Qwen35AttentionImpl : public torch::nn::Module {
  public:
   Qwen35AttentionImpl(const Qwen35Config& config, torch::ScalarType dtype);
-  // xn (N, H); `state` this layer's (keys, values) with room for every
-  // session's new tokens (Qwen35Impl makes it); `positions` each session's
-  // first new position. Returns (N, H).
-  torch::Tensor forward(const torch::Tensor& xn, LayerState& state,
+  // xn (N, H); `cache` this layer's, with room for every session's new
+  // tokens (Qwen35Impl makes it); `positions` each session's first new
+  // position. Returns (N, H).
+  torch::Tensor forward(const torch::Tensor& xn, const Qwen35LayerCache& cache,
                         const std::vector<int64_t>& positions, int64_t T);
 
   WeightMatrix q_proj{nullptr};  // (2 nH D, H): per head, query then gate
@@ -130,8 +143,9 @@ TORCH_MODULE(Qwen35Mlp);
 class Qwen35LayerImpl : public torch::nn::Module {
  public:
   Qwen35LayerImpl(const Qwen35Config& config, int64_t layer, torch::ScalarType dtype);
-  // x (N, H) -> (N, H).
-  torch::Tensor forward(const torch::Tensor& x, LayerState& state,
+  // x (N, H) -> (N, H). `state` is a linear_attention layer's (conv,
+  // recurrent), `cache` a full_attention layer's.
+  torch::Tensor forward(const torch::Tensor& x, LayerState& state, const Qwen35LayerCache& cache,
                         const std::vector<int64_t>& positions, int64_t T);
 
   Qwen35Vector input_layernorm{nullptr}, post_attention_layernorm{nullptr};  // (H)

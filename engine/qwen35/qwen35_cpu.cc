@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include <torch/types.h>
@@ -162,11 +163,12 @@ namespace {
 constexpr int64_t kQueryBlock = 16;
 
 // GatedAttentionCpu over a cache of `Cache` (float, or uint16_t holding
-// bfloat16 bits).
+// bfloat16 bits) in blocks.
 template <typename Cache>
 void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::Tensor& v,
-                  const torch::Tensor& q_norm, const torch::Tensor& k_norm, Cache* K, Cache* V,
-                  int64_t capacity, const std::vector<int64_t>& positions, int64_t T,
+                  const torch::Tensor& q_norm, const torch::Tensor& k_norm,
+                  const std::vector<TensorBlocks*>& keys, const std::vector<TensorBlocks*>& values,
+                  int64_t block_tokens, const std::vector<int64_t>& positions, int64_t T,
                   const GatedAttentionDims& d, torch::Tensor& out) {
   const int64_t B = static_cast<int64_t>(positions.size());
   const int64_t nH = d.heads, nKV = d.kv_heads, D = d.head_dim, group = nH / nKV;
@@ -179,6 +181,15 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
   const int64_t block = std::min(kQueryBlock, T) * group;  // queries per call
   int64_t longest = 0;
   for (int64_t p : positions) longest = std::max(longest, p + T);
+  // Where (session, KV head, position)'s key and value rows lie.
+  auto key_row = [&](int64_t b, int64_t h, int64_t position) {
+    return static_cast<Cache*>((*keys[b])[position / block_tokens].data_ptr()) +
+           (h * block_tokens + position % block_tokens) * D;
+  };
+  auto value_row = [&](int64_t b, int64_t h, int64_t position) {
+    return static_cast<Cache*>((*values[b])[position / block_tokens].data_ptr()) +
+           (h * block_tokens + position % block_tokens) * D;
+  };
   // The new keys and values first, every session's, so that each query sees
   // its own token.
   {
@@ -190,8 +201,8 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
         for (int64_t h = 0; h < nKV; ++h) {
           norm_row(Data(k) + (r * nKV + h) * D, Data(k_norm), row.data(), D, eps, true);
           rope(row.data(), cosines.data(), sines.data(), d.rotary_dim);
-          Store(row.data(), D, K + ((b * nKV + h) * capacity + position) * D);
-          Store(Data(v) + (r * nKV + h) * D, D, V + ((b * nKV + h) * capacity + position) * D);
+          Store(row.data(), D, key_row(b, h, position));
+          Store(Data(v) + (r * nKV + h) * D, D, value_row(b, h, position));
         }
       }
     }
@@ -208,6 +219,12 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
     std::vector<float> cosines(d.rotary_dim / 2), sines(d.rotary_dim / 2), queries(block * D),
         attended(block * D), row(avx512::kAttendRows * D), scores(block * longest);
     std::vector<int64_t> seen(block);
+    const int64_t n_blocks = static_cast<int64_t>(keys[b]->size());
+    std::vector<const Cache*> key_blocks(n_blocks), value_blocks(n_blocks);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+      key_blocks[i] = key_row(b, kv, i * block_tokens);
+      value_blocks[i] = value_row(b, kv, i * block_tokens);
+    }
     for (int64_t i = 0; i < tokens; ++i) {
       const int64_t r = b * T + first + i, position = positions[b] + first + i;
       RopeAngles(position, d, cosines.data(), sines.data());
@@ -219,8 +236,8 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
         seen[q] = position + 1;
       }
     }
-    attend(queries.data(), tokens * group, seen.data(), K + (b * nKV + kv) * capacity * D,
-           V + (b * nKV + kv) * capacity * D, D, scale, scores.data(), attended.data(),
+    attend(queries.data(), tokens * group, seen.data(), key_blocks.data(), value_blocks.data(),
+           block_tokens, D, scale, scores.data(), attended.data(),
            row.data());  // kAttendRows rows
     for (int64_t i = 0; i < tokens; ++i) {
       const int64_t r = b * T + first + i;
@@ -240,38 +257,71 @@ void AttendCached(const torch::Tensor& qg, const torch::Tensor& k, const torch::
 
 torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& q_norm,
-                                const torch::Tensor& k_norm, torch::Tensor& keys,
-                                torch::Tensor& values, const std::vector<int64_t>& positions,
-                                int64_t T, const GatedAttentionDims& d) {
+                                const torch::Tensor& k_norm,
+                                const std::vector<TensorBlocks*>& keys,
+                                const std::vector<TensorBlocks*>& values, int64_t block_tokens,
+                                const std::vector<int64_t>& positions, int64_t T,
+                                const GatedAttentionDims& d) {
   for (const auto& [t, name] : {std::pair{&qg, "qg"}, {&k, "k"}, {&v, "v"},
                                 {&q_norm, "q_norm"}, {&k_norm, "k_norm"}}) {
     CheckFloat(*t, name);
   }
-  TORCH_CHECK(keys.is_cpu() && keys.is_contiguous() && values.is_contiguous() &&
-                  keys.scalar_type() == values.scalar_type() &&
-                  (keys.scalar_type() == torch::kFloat32 ||
-                   keys.scalar_type() == torch::kBFloat16),
-              "GatedAttentionCpu: the cache must be contiguous float32 or bfloat16 on the CPU");
   const int64_t B = static_cast<int64_t>(positions.size());
   const int64_t nH = d.heads, nKV = d.kv_heads, D = d.head_dim;
-  const int64_t capacity = keys.size(2);
   TORCH_CHECK(nH % nKV == 0 && qg.numel() == B * T * nH * 2 * D && k.numel() == B * T * nKV * D &&
-                  v.numel() == B * T * nKV * D && keys.size(0) == B && keys.size(1) == nKV &&
-                  keys.size(3) == D && values.sizes() == keys.sizes(),
+                  v.numel() == B * T * nKV * D && static_cast<int64_t>(keys.size()) == B &&
+                  static_cast<int64_t>(values.size()) == B && block_tokens > 0,
               "GatedAttentionCpu: shapes do not fit B ", B, ", T ", T);
-  int64_t longest = 0;
-  for (int64_t p : positions) longest = std::max(longest, p + T);
-  TORCH_CHECK(longest <= capacity, "GatedAttentionCpu: a cache of ", capacity,
-              " positions for position ", longest);
+  std::optional<torch::ScalarType> dtype;
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(static_cast<int64_t>(keys[b]->size()) * block_tokens >= positions[b] + T &&
+                    values[b]->size() == keys[b]->size(),
+                "GatedAttentionCpu: session ", b, "'s cache has ", keys[b]->size(),
+                " blocks of ", block_tokens, " positions for position ", positions[b] + T);
+    for (const TensorBlocks* side : {keys[b], values[b]}) {
+      for (const torch::Tensor& block : *side) {
+        if (!dtype) dtype = block.scalar_type();
+        TORCH_CHECK(block.is_cpu() && block.is_contiguous() && block.scalar_type() == *dtype &&
+                        (*dtype == torch::kFloat32 || *dtype == torch::kBFloat16) &&
+                        block.dim() == 3 && block.size(0) == nKV &&
+                        block.size(1) == block_tokens && block.size(2) == D,
+                    "GatedAttentionCpu: a cache block must be contiguous (", nKV, ", ",
+                    block_tokens, ", ", D, ") float32 or bfloat16 on the CPU, one dtype");
+      }
+    }
+  }
   torch::Tensor out = torch::empty({B * T, nH * D}, torch::kFloat32);
-  if (keys.scalar_type() == torch::kFloat32) {
-    AttendCached(qg, k, v, q_norm, k_norm, keys.data_ptr<float>(), values.data_ptr<float>(),
-                 capacity, positions, T, d, out);
+  if (!dtype || *dtype == torch::kFloat32) {
+    AttendCached<float>(qg, k, v, q_norm, k_norm, keys, values, block_tokens, positions, T, d,
+                        out);
   } else {
-    AttendCached(qg, k, v, q_norm, k_norm, static_cast<uint16_t*>(keys.data_ptr()),
-                 static_cast<uint16_t*>(values.data_ptr()), capacity, positions, T, d, out);
+    AttendCached<uint16_t>(qg, k, v, q_norm, k_norm, keys, values, block_tokens, positions, T,
+                           d, out);
   }
   return out;
+}
+
+torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& q_norm,
+                                const torch::Tensor& k_norm, torch::Tensor& keys,
+                                torch::Tensor& values, const std::vector<int64_t>& positions,
+                                int64_t T, const GatedAttentionDims& d) {
+  TORCH_CHECK(keys.dim() == 4 && keys.is_contiguous() && values.sizes() == keys.sizes() &&
+                  values.is_contiguous(),
+              "GatedAttentionCpu: the cache must be contiguous (B, nKV, capacity, D)");
+  // Each session's cache is one block of `capacity` positions (views: the
+  // writes land in `keys` and `values`).
+  const int64_t B = keys.size(0);
+  std::vector<TensorBlocks> key_blocks(B), value_blocks(B);
+  std::vector<TensorBlocks*> key_list, value_list;
+  for (int64_t b = 0; b < B; ++b) {
+    key_blocks[b] = {keys.select(0, b)};
+    value_blocks[b] = {values.select(0, b)};
+    key_list.push_back(&key_blocks[b]);
+    value_list.push_back(&value_blocks[b]);
+  }
+  return GatedAttentionCpu(qg, k, v, q_norm, k_norm, key_list, value_list, keys.size(2),
+                           positions, T, d);
 }
 
 }  // namespace linserve

@@ -20,6 +20,8 @@
 
 #include <torch/types.h>
 
+#include "engine/model/state.h"
+
 namespace linserve {
 
 // x (N, H) float32 -> x / sqrt(mean(x^2) + eps) * (1 + w) per row
@@ -79,6 +81,20 @@ struct GatedAttentionDims {
 //   position, the earlier ones read.
 // Returns (B T, nH D): causal softmax attention (scale 1/sqrt(D)) of the
 // normalised, turned queries over the cache, times sigmoid(gate).
+// The cache in blocks (engine/model/state.h's TensorBlocks), as the model
+// keeps it: session b's keys[b] and values[b] hold its positions in blocks
+// of `block_tokens`, each (nKV, block_tokens, D) contiguous, one dtype, with
+// blocks for every position up to positions[b] + T; the blocks the new
+// tokens go into must be the caller's own (WritableBlocks). The bits are
+// those of one contiguous cache: only where a row is read from changes.
+torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& q_norm,
+                                const torch::Tensor& k_norm,
+                                const std::vector<TensorBlocks*>& keys,
+                                const std::vector<TensorBlocks*>& values, int64_t block_tokens,
+                                const std::vector<int64_t>& positions, int64_t T,
+                                const GatedAttentionDims& dims);
+// The same over one contiguous cache per session (B, nKV, capacity, D).
 torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& q_norm,
                                 const torch::Tensor& k_norm, torch::Tensor& keys,

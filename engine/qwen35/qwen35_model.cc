@@ -36,7 +36,8 @@ Qwen35Model::Qwen35Model(const Qwen35Config& config, Qwen35 module, Tokenizer to
     : config_(config),
       module_(std::move(module)),
       tokenizer_(std::move(tokenizer)),
-      state_layout_(Qwen35StateSpecs(config, module_->options().kv_dtype)),
+      state_layout_(Qwen35StateSpecs(config, module_->options().kv_dtype),
+                    module_->options().kv_block_tokens),
       fingerprint_(std::move(fingerprint)) {
   module_->eval();
 }
@@ -61,6 +62,13 @@ absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::FromTensors(
                                                    " is not float32 or bfloat16"));
   }
   module_options.kv_dtype = options.kv_dtype;
+  if (options.kv_block_tokens <= 0 || options.kv_block_tokens % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "qwen3_5: --kv_block_tokens = ", options.kv_block_tokens,
+        ": a KV block holds a positive multiple of 16 positions (the attention reads rows 16 at "
+        "a time)"));
+  }
+  module_options.kv_block_tokens = options.kv_block_tokens;
   LINSERVE_RETURN_IF_ERROR(CheckQuantizationOptions(options));
   module_options.quantization = options.quantization;
   module_options.quantization_group = options.quantization_group != 0

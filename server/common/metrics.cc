@@ -138,10 +138,20 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& parts = BuildGauge()
                     .Name("linserve_resident_state_part_bytes")
                     .Help("linserve_resident_state_bytes by part: the recurrent part every "
-                          "state holds, and the KV cache that grows with the position")
+                          "state holds, and the KV cache that grows with the position (a "
+                          "block that several states hold counted once)")
                     .Register(r);
   resident_recurrent_bytes_ = &parts.Add({{"part", "recurrent"}});
   resident_kv_bytes_ = &parts.Add({{"part", "kv"}});
+  auto& blocks = BuildGauge()
+                     .Name("linserve_kv_blocks")
+                     .Help("KV cache blocks of the session states in memory: referenced (by "
+                           "each state) and distinct (a block that forks, snapshots and kept "
+                           "states hold in common counted once); referenced / distinct is how "
+                           "many states hold a block on average")
+                     .Register(r);
+  kv_block_references_ = &blocks.Add({{"count", "referenced"}});
+  kv_blocks_distinct_ = &blocks.Add({{"count", "distinct"}});
   auto counter = [&r](const char* name, const char* help) {
     return &BuildCounter().Name(name).Help(help).Register(r).Add({});
   };

@@ -77,6 +77,11 @@ class Metrics {
   prometheus::Gauge& resident_state_bytes() { return *resident_state_bytes_; }
   prometheus::Gauge& resident_recurrent_bytes() { return *resident_recurrent_bytes_; }
   prometheus::Gauge& resident_kv_bytes() { return *resident_kv_bytes_; }
+  // KV blocks the states in memory reference, and the distinct blocks among
+  // them (a block that forks, snapshots and kept states share counts once
+  // in the second): their ratio is how much sharing saves.
+  prometheus::Gauge& kv_block_references() { return *kv_block_references_; }
+  prometheus::Gauge& kv_blocks_distinct() { return *kv_blocks_distinct_; }
   // Sessions whose state is on the engine's device, in host memory (a CUDA
   // server's spill tier; on a CPU server device and host are one), or only
   // in the store.
@@ -137,6 +142,8 @@ class Metrics {
   prometheus::Gauge* resident_state_bytes_;
   prometheus::Gauge* resident_recurrent_bytes_;
   prometheus::Gauge* resident_kv_bytes_;
+  prometheus::Gauge* kv_block_references_;
+  prometheus::Gauge* kv_blocks_distinct_;
   prometheus::Gauge* sessions_device_;
   prometheus::Gauge* sessions_host_;
   prometheus::Gauge* sessions_store_;

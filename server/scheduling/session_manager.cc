@@ -48,7 +48,10 @@ SessionManager::SessionManager(const LanguageModel& model, std::string fingerpri
       pool_(options.max_sessions, options.max_sessions_in_memory, options.max_sessions_per_tenant,
             SessionMemoryBounds{options.max_session_memory_bytes,
                                 options.max_session_memory_bytes_per_tenant,
-                                [model = &model](int64_t position) { return model->StateBytes(position); }}),
+                                [model = &model](int64_t position) { return model->StateBytes(position); },
+                                [](const std::vector<const State*>& states) {
+                                  return ResidentStateBytes(states);
+                                }}),
       writer_(store, metrics) {}
 
 int64_t SessionManager::NowUnixMs() const { return absl::ToUnixMillis(absl::Now()); }
@@ -431,23 +434,25 @@ void SessionManager::SweepIdle() {
 }
 
 void SessionManager::UpdateGauges() {
-  const std::vector<int64_t> positions = pool_.ResidentPositions();
-  const int64_t resident = static_cast<int64_t>(positions.size());
-  // Real bytes: a constant-state kind's are the same at every position; a
-  // KV cache (Qwen3.5's, the softmax baseline's) grows with each session's.
-  int64_t bytes = 0;
-  if (model_.StateGrowsWithPosition()) {
-    for (int64_t position : positions) bytes += model_.StateBytes(position);
-    metrics_->state_bytes_per_session().Set(
-        resident > 0 ? static_cast<double>(bytes) / static_cast<double>(resident)
-                     : static_cast<double>(model_.StateBytes(0)));
-  } else {
-    bytes = resident * model_.StateBytes(0);
-  }
+  const std::vector<const State*> states = pool_.ResidentStates();
+  const int64_t resident = pool_.in_memory();
+  // Real bytes, a KV block shared between states (a fork's, a kept state's)
+  // once: a constant-state kind's are the same at every position; a KV cache
+  // (Qwen3.5's, the softmax baseline's) grows with each session's.
+  const int64_t bytes = ResidentStateBytes(states);
+  metrics_->state_bytes_per_session().Set(
+      model_.StateGrowsWithPosition() && resident > 0
+          ? static_cast<double>(bytes) / static_cast<double>(resident)
+          : static_cast<double>(model_.StateBytes(0)));
   metrics_->resident_state_bytes().Set(static_cast<double>(bytes));
-  const int64_t recurrent = resident * model_.StateBytes(0);
+  // Every state in memory holds the recurrent part whole (a kept one holds
+  // nothing else).
+  const int64_t recurrent = static_cast<int64_t>(states.size()) * model_.StateBytes(0);
   metrics_->resident_recurrent_bytes().Set(static_cast<double>(recurrent));
   metrics_->resident_kv_bytes().Set(static_cast<double>(bytes - recurrent));
+  const BlockCounts blocks = CountBlocks(states);
+  metrics_->kv_block_references().Set(static_cast<double>(blocks.references));
+  metrics_->kv_blocks_distinct().Set(static_cast<double>(blocks.distinct));
   metrics_->sessions_on_device().Set(static_cast<double>(resident));
   metrics_->sessions_in_host().Set(0);
   metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));

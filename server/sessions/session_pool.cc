@@ -94,14 +94,6 @@ int64_t SessionPool::in_memory() const {
   return n;
 }
 
-std::vector<int64_t> SessionPool::ResidentPositions() const {
-  std::vector<int64_t> positions;
-  for (const auto& [id, s] : sessions_) {
-    if (s->state != nullptr) positions.push_back(s->position);
-  }
-  return positions;
-}
-
 void SessionPool::Spill(Session& session) {
   session.state.reset();
   session.kept.clear();
@@ -111,26 +103,56 @@ void SessionPool::Spill(Session& session) {
   session.tokens_known = false;
 }
 
+namespace {
+
+// `session`'s resident states: its own and those it kept.
+void AddStatesOf(const Session& session, std::vector<const State*>& states) {
+  if (!session.state) return;
+  states.push_back(session.state.get());
+  for (const KeptState& kept : session.kept) states.push_back(kept.state.get());
+}
+
+}  // namespace
+
 int64_t SessionPool::BytesOf(const Session& session) const {
   if (!memory_.state_bytes || !session.state) return 0;
+  const int64_t tokens = static_cast<int64_t>(session.tokens.size() * sizeof(int32_t));
+  if (memory_.resident_bytes) {
+    std::vector<const State*> states;
+    AddStatesOf(session, states);
+    return memory_.resident_bytes(states) + tokens;
+  }
   // A kept state is the part that does not grow: a state's bytes at 0.
   return memory_.state_bytes(session.position) +
-         static_cast<int64_t>(session.kept.size()) * memory_.state_bytes(0) +
-         static_cast<int64_t>(session.tokens.size() * sizeof(int32_t));
+         static_cast<int64_t>(session.kept.size()) * memory_.state_bytes(0) + tokens;
 }
 
-int64_t SessionPool::ResidentBytes() const {
+std::vector<const State*> SessionPool::ResidentStates() const {
+  std::vector<const State*> states;
+  for (const auto& [id, s] : sessions_) AddStatesOf(*s, states);
+  return states;
+}
+
+int64_t SessionPool::BytesOfSessions(const std::string* tenant) const {
   int64_t bytes = 0;
-  for (const auto& [id, s] : sessions_) bytes += BytesOf(*s);
+  std::vector<const State*> states;
+  for (const auto& [id, s] : sessions_) {
+    if (tenant != nullptr && s->tenant != *tenant) continue;
+    if (!memory_.resident_bytes) {
+      bytes += BytesOf(*s);
+    } else if (s->state) {
+      AddStatesOf(*s, states);
+      bytes += static_cast<int64_t>(s->tokens.size() * sizeof(int32_t));
+    }
+  }
+  if (memory_.resident_bytes && !states.empty()) bytes += memory_.resident_bytes(states);
   return bytes;
 }
+
+int64_t SessionPool::ResidentBytes() const { return BytesOfSessions(nullptr); }
 
 int64_t SessionPool::ResidentBytesOf(const std::string& tenant) const {
-  int64_t bytes = 0;
-  for (const auto& [id, s] : sessions_) {
-    if (s->tenant == tenant) bytes += BytesOf(*s);
-  }
-  return bytes;
+  return BytesOfSessions(&tenant);
 }
 
 Session* SessionPool::SpillCandidate(const Session* keep, const std::string* tenant) const {

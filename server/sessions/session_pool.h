@@ -76,6 +76,10 @@ struct SessionMemoryBounds {
   int64_t max_bytes = 0;             // all sessions; 0: no bound
   int64_t max_bytes_per_tenant = 0;  // one authenticated tenant's; 0: no quota
   std::function<int64_t(int64_t position)> state_bytes;  // null: the bounds are off
+  // Bytes a set of states holds in memory, a KV block shared between them
+  // counted once (engine/model/state.h's ResidentStateBytes). Null: each
+  // state counts state_bytes(position), each kept one state_bytes(0).
+  std::function<int64_t(const std::vector<const State*>&)> resident_bytes;
 };
 
 // Every session the server knows, in memory or only in the store, with LRU
@@ -121,8 +125,11 @@ class SessionPool {
   int64_t ResidentBytes() const;
   int64_t ResidentBytesOf(const std::string& tenant) const;
   const SessionMemoryBounds& memory_bounds() const { return memory_; }
-  // Bytes of one session's resident state, the states it kept and its tokens.
+  // Bytes of one session's resident state, the states it kept and its tokens
+  // (blocks it shares with other sessions counted in full).
   int64_t BytesOf(const Session& session) const;
+  // The states in memory (sessions' and those they kept), each once.
+  std::vector<const State*> ResidentStates() const;
 
   // The tenant's sessions, oldest first (ties by id).
   std::vector<const Session*> ListOf(const std::string& tenant) const;
@@ -131,8 +138,6 @@ class SessionPool {
 
   int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
   int64_t in_memory() const;
-  // The positions of the sessions whose state is in memory.
-  std::vector<int64_t> ResidentPositions() const;
   int64_t max_sessions() const { return max_sessions_; }
   int64_t CountOf(const std::string& tenant) const;
 
@@ -146,6 +151,9 @@ class SessionPool {
   Session* SpillCandidate(const Session* keep, const std::string* tenant) const;
   // Drops a durable session's state from memory, with what goes with it.
   static void Spill(Session& session);
+  // Bytes of the states in memory of `tenant`'s sessions (all when null),
+  // shared blocks once, and their tokens.
+  int64_t BytesOfSessions(const std::string* tenant) const;
   // The byte bound `keep`'s tenant is over with `extra` more bytes, as its
   // flag's name and value; empty when none.
   std::string ByteBoundCrossed(const Session* keep, int64_t extra, int64_t* bound) const;

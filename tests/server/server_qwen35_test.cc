@@ -452,6 +452,61 @@ TEST_F(Qwen35ServerTest, SessionsForkExportAndImportAsTheLiveOne) {
   EXPECT_EQ(texts[2], texts[0]);
 }
 
+// 32 sessions forked from one long prefix share its KV blocks: memory grows
+// by each fork's recurrent part and the blocks from the one its first new
+// token went into (copied, as it was shared) to its end, never by the
+// prefix again. Counted by the server's own gauges against the positions
+// GetSession reports.
+TEST_F(Qwen35ServerTest, ForksShareThePrefixBlocksAndAddOnlyTheirOwn) {
+  constexpr int64_t kBlock = 16;
+  auto server = ServerProcess::Start({"--model=" + *dir_,
+                                      "--store_dir=" + FreshDir("qwen35-fork-store"),
+                                      "--dtype=float32", "--prefix_cache_bytes=0",
+                                      "--kv_block_tokens=" + std::to_string(kBlock)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->Stub();
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "shared prefix " + std::to_string(i) + ", ";
+  absl::StatusOr<v1::Session> source = CreateSession(*stub, prompt);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const int64_t prefix = GetSession(*stub, source->id()).position();
+  ASSERT_GT(prefix, 10 * kBlock);
+
+  std::vector<std::string> forks;
+  for (int i = 0; i < 32; ++i) {
+    grpc::ClientContext context;
+    v1::ForkSessionRequest request;
+    request.set_session_id(source->id());
+    v1::Session fork;
+    ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
+    forks.push_back(fork.id());
+    const GenerateOutcome turn =
+        RunGenerate(*stub, MakeRequest(" and then " + std::to_string(i), fork.id(), 4, i, 1.0f));
+    ASSERT_TRUE(turn.status.ok()) << turn.status.error_message();
+  }
+  const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));
+  const int64_t recurrent = StateBytes(layout, 0);
+  int64_t attention_layers = 0;
+  for (Qwen35LayerKind kind : config_->layer_types) {
+    attention_layers += kind == Qwen35LayerKind::kFullAttention;
+  }
+  const int64_t tensors = 2 * attention_layers;  // keys and values per attention layer
+  const int64_t block_bytes = (StateBytes(layout, kBlock) - recurrent) / tensors;
+  const auto blocks_for = [](int64_t position) { return (position + kBlock - 1) / kBlock; };
+  int64_t distinct = tensors * blocks_for(prefix), referenced = distinct;
+  for (const std::string& id : forks) {
+    const int64_t position = GetSession(*stub, id).position();
+    ASSERT_GT(position, prefix);
+    distinct += tensors * (blocks_for(position) - prefix / kBlock);
+    referenced += tensors * blocks_for(position);
+  }
+  const std::string metrics = ScrapeMetrics((*server)->metrics_port()).value_or("");
+  EXPECT_EQ(MetricValue(metrics, "linserve_kv_blocks{count=\"distinct\"}"), distinct);
+  EXPECT_EQ(MetricValue(metrics, "linserve_kv_blocks{count=\"referenced\"}"), referenced);
+  EXPECT_EQ(MetricValue(metrics, "linserve_resident_state_bytes"),
+            33 * recurrent + distinct * block_bytes);
+}
+
 // A named state made from a hybrid's prompt P, then a turn X, gives the
 // tokens and logprobs of the single prompt P+X, and so does a session made
 // from it: the state after P holds the KV and recurrent part the whole
