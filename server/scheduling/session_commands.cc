@@ -135,7 +135,7 @@ void SessionCommands::Fork(const std::string& tenant, const std::string& id,
         fork.tokens_known = (*source)->tokens_known;
         fork.kept = (*source)->kept;
         fork.chat = (*source)->chat;
-        sessions_.CheckpointThenAnswer(fork, done, "the fork");
+        sessions_.CheckpointForkThenAnswer(fork, **source, done);
       });
 }
 

@@ -268,37 +268,40 @@ absl::StatusOr<Session*> SessionManager::AddResident(const std::string& tenant, 
   return session;
 }
 
+std::function<void(absl::Status)> SessionManager::AfterWrite(
+    const std::string& id, std::function<void(absl::Status)> durable) {
+  return [this, id, durable = std::move(durable)](absl::Status written) {
+    if (!written.ok()) {
+      LogError("checkpoint_failed", {{"error", written.ToString()}});
+    }
+    // Decrement first: a reply may lead at once to a request
+    // that wants to spill this session.
+    post_([this, id, failed = !written.ok()] {
+      Session* s = pool_.FindById(id);
+      if (s == nullptr) return;
+      --s->pending_writes;
+      // The store does not hold what this copy says: read it
+      // again before the next use.
+      if (failed && sharing_.shared()) s->store_version = -1;
+    });
+    durable(std::move(written));
+  };
+}
+
 void SessionManager::Checkpoint(Session& session, SessionRecord record, bool leased,
                                 std::function<void(absl::Status)> durable,
                                 std::shared_ptr<const std::string> payload) {
   ++session.pending_writes;
   writer_.Put(session.key(), std::move(record), std::move(payload),
-              sharing_.NextFence(session, leased),
-              [this, id = session.id, durable = std::move(durable)](absl::Status written) {
-                if (!written.ok()) {
-                  LogError("checkpoint_failed", {{"error", written.ToString()}});
-                }
-                // Decrement first: a reply may lead at once to a request
-                // that wants to spill this session.
-                post_([this, id, failed = !written.ok()] {
-                  Session* s = pool_.FindById(id);
-                  if (s == nullptr) return;
-                  --s->pending_writes;
-                  // The store does not hold what this copy says: read it
-                  // again before the next use.
-                  if (failed && sharing_.shared()) s->store_version = -1;
-                });
-                durable(std::move(written));
-              });
+              sharing_.NextFence(session, leased), AfterWrite(session.id, std::move(durable)));
 }
 
-void SessionManager::CheckpointThenAnswer(Session& session,
-                                          const Scheduler::Done<SessionInfo>& done,
-                                          const char* what) {
+std::function<void(absl::Status)> SessionManager::AnswerOnceSaved(
+    Session& session, const Scheduler::Done<SessionInfo>& done, const char* what) {
   // A new session exists only once it is durable: busy until then, so that
   // no turn, fork or delete reaches it, and removed when the save fails.
   session.busy = true;
-  auto answer = [this, id = session.id, done, what](absl::Status written) {
+  return [this, id = session.id, done, what](absl::Status written) {
     post_([this, id, done, what, written] {
       if (!written.ok()) {
         Discard(id);
@@ -309,7 +312,28 @@ void SessionManager::CheckpointThenAnswer(Session& session,
       done(InfoOf(*saved));
     });
   };
+}
+
+void SessionManager::CheckpointThenAnswer(Session& session,
+                                          const Scheduler::Done<SessionInfo>& done,
+                                          const char* what) {
+  std::function<void(absl::Status)> answer = AnswerOnceSaved(session, done, what);
   Checkpoint(session, RecordOf(session), /*leased=*/false, std::move(answer));
+}
+
+void SessionManager::CheckpointForkThenAnswer(Session& fork, const Session& source,
+                                              const Scheduler::Done<SessionInfo>& done) {
+  // The source's stored file is its state when no write of it is queued: a
+  // turn's result replaces the state in memory only once its write landed,
+  // and a failed write leaves the old file (docs/DESIGN.md, section 5).
+  // Several servers on one store: another may have moved the source on.
+  if (!store_->StoresForksByReference() || sharing_.shared() || source.pending_writes > 0) {
+    return CheckpointThenAnswer(fork, done, "the fork");
+  }
+  std::function<void(absl::Status)> answer = AnswerOnceSaved(fork, done, "the fork");
+  ++fork.pending_writes;
+  writer_.PutFork(fork.key(), source.key(), RecordOf(fork, std::string()),
+                  AfterWrite(fork.id, std::move(answer)));
 }
 
 absl::StatusOr<Session*> SessionManager::AddPending(const std::string& tenant, int64_t position) {

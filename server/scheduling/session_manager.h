@@ -91,6 +91,13 @@ class SessionManager {
   // failed.
   void CheckpointThenAnswer(Session& session, const Scheduler::Done<SessionInfo>& done,
                             const char* what);
+  // The same for `fork`, just made from `source` with its state and fields.
+  // Where the store keeps forks by reference and `source`'s stored file is
+  // its state (no write of it queued, one server on the store), the fork is
+  // saved as a reference to that file (StateStore::PutFork): no state is
+  // serialized or written, whatever the session's length.
+  void CheckpointForkThenAnswer(Session& fork, const Session& source,
+                                const Scheduler::Done<SessionInfo>& done);
   // A new session of `tenant` whose state is still being built elsewhere (an
   // import's): busy, and without a state until CheckpointImported gives it one.
   // RESOURCE_EXHAUSTED at the session limits or when the store is full.
@@ -133,6 +140,15 @@ class SessionManager {
   const Post& post() const { return post_; }
 
  private:
+  // What runs once a checkpoint of session `id` is durable (or failed): its
+  // count of queued writes goes down, then `durable` runs.
+  std::function<void(absl::Status)> AfterWrite(const std::string& id,
+                                               std::function<void(absl::Status)> durable);
+  // Marks a session just made busy and returns what answers `done` once it
+  // is saved (or removes it when the save of `what` failed).
+  std::function<void(absl::Status)> AnswerOnceSaved(Session& session,
+                                                    const Scheduler::Done<SessionInfo>& done,
+                                                    const char* what);
   // Drops the copy of a session the store no longer has.
   absl::Status Gone(const std::string& id);
   // A new session of `tenant` in the pool, with no state, once the store has

@@ -34,6 +34,17 @@ void CheckpointWriter::Put(StoredSessionKey key, SessionRecord header,
   });
 }
 
+void CheckpointWriter::PutFork(StoredSessionKey fork, StoredSessionKey source,
+                               SessionRecord header, Done done) {
+  worker_.Run([this, fork = std::move(fork), source = std::move(source),
+               header = std::move(header), done = std::move(done)] {
+    const absl::Time start = absl::Now();
+    const absl::Status status = store_->PutFork(fork, source, header);
+    metrics_->session_save_seconds().Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    if (done) done(status);
+  });
+}
+
 void CheckpointWriter::Delete(StoredSessionKey key, Done done) {
   worker_.Run([this, key = std::move(key), done = std::move(done)] {
     const absl::Status status = store_->Delete(key);

@@ -36,6 +36,8 @@ class CheckpointWriter {
   // the record's own: bytes another thread may read at the same time.
   void Put(StoredSessionKey key, SessionRecord header, std::shared_ptr<const std::string> payload,
            WriteFence fence, Done done);
+  // StateStore::PutFork, in the same order as the puts and deletes.
+  void PutFork(StoredSessionKey fork, StoredSessionKey source, SessionRecord header, Done done);
   void Delete(StoredSessionKey key, Done done);
   // Returns once everything queued before the call is done.
   void Flush();

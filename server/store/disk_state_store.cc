@@ -1,7 +1,12 @@
 #include "server/store/disk_state_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -15,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "engine/base/sha256.h"
 #include "server/store/atomic_file.h"
+#include "server/store/fork_entry.h"
 
 namespace linserve {
 namespace {
@@ -22,12 +28,60 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kExtension[] = ".state";
+// A fork stored by reference: the hard link to its source's file, beside its
+// link file (server/store/fork_entry.h).
+constexpr char kBaseExtension[] = ".base";
 // Under the store's directory; LoadAll and Open's count of session files
 // skip it, as they skip everything that is not a *.state file.
 constexpr char kNamedDir[] = "named";
 
 bool IsStateFile(const fs::directory_entry& entry) {
   return absl::EndsWith(entry.path().filename().string(), kExtension) && entry.is_regular_file();
+}
+
+// True when the file at `path` begins as a fork's link file. False for a
+// file that is not there or cannot be read (the caller then reads it and
+// says why).
+bool HoldsForkLink(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  in.read(head, sizeof(head));
+  return in.gcount() == sizeof(head) && IsForkLink(std::string_view(head, sizeof(head)));
+}
+
+// `path` with kBaseExtension in place of kExtension.
+fs::path BaseOf(const fs::path& state_path) {
+  fs::path base = state_path;
+  return base.replace_extension(kBaseExtension);
+}
+
+// Removes the bases no fork's link file refers to: a crash between linking
+// the base and writing the link file, or between a fork's first own write
+// and the removal of its base. Returns how many.
+absl::StatusOr<int> RemoveOrphanBases(const std::string& dir) {
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.path().extension() != kBaseExtension) continue;
+    fs::path main = entry.path();
+    main.replace_extension(kExtension);
+    if (!HoldsForkLink(main) && fs::remove(entry.path(), error)) ++removed;
+  }
+  if (error) return absl::InternalError(absl::StrCat("clean ", dir, ": ", error.message()));
+  return removed;
+}
+
+// The state file at `path`: the file itself, or, for a fork stored by
+// reference, its source's file with the fork's fields.
+absl::StatusOr<std::string> ReadStateFile(const fs::path& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path.string());
+  if (!bytes.ok() || !IsForkLink(*bytes)) return bytes;
+  absl::StatusOr<std::string> base = ReadFile(BaseOf(path).string());
+  if (!base.ok()) {
+    return absl::DataLossError(absl::StrCat("a fork's source file is missing: ",
+                                            base.status().message()));
+  }
+  return AssembleForkFile(*bytes, *base);
 }
 
 bool IsHex(absl::string_view text) {
@@ -119,6 +173,9 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
   // temporary behind; the state file itself is whole (old or new).
   absl::StatusOr<int> removed = RemoveStaleTempFiles(dir);
   if (!removed.ok()) return removed.status();
+  absl::StatusOr<int> orphans = RemoveOrphanBases(dir);
+  if (!orphans.ok()) return orphans.status();
+  *removed += *orphans;
   absl::StatusOr<NamedStatesFound> named = FindNamedStatesOnDisk(fs::path(dir) / kNamedDir);
   if (!named.ok()) return named.status();
   std::unique_ptr<DiskStateStore> store(
@@ -130,8 +187,14 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
   store->bytes_ = named->bytes;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     if (!IsStateFile(entry)) continue;
-    const auto size = static_cast<int64_t>(entry.file_size(error));
+    auto size = static_cast<int64_t>(entry.file_size(error));
     if (error) break;
+    if (HoldsForkLink(entry.path())) {
+      // A fork's base that is gone leaves a fork Get answers DATA_LOSS for.
+      std::error_code base_error;
+      const auto base_size = fs::file_size(BaseOf(entry.path()), base_error);
+      if (!base_error) size += static_cast<int64_t>(base_size);
+    }
     store->sizes_[entry.path().filename().string()] = size;
     store->bytes_ += size;
   }
@@ -141,6 +204,10 @@ absl::StatusOr<std::unique_ptr<DiskStateStore>> DiskStateStore::Open(const std::
 
 std::string DiskStateStore::PathOf(const StoredSessionKey& key) const {
   return (std::filesystem::path(dir_) / (StoredSessionName(key) + kExtension)).string();
+}
+
+std::string DiskStateStore::BasePathOf(const StoredSessionKey& key) const {
+  return BaseOf(PathOf(key)).string();
 }
 
 int64_t DiskStateStore::bytes() const {
@@ -175,7 +242,11 @@ absl::Status DiskStateStore::Put(const StoredSessionKey& key, const std::string&
     sizes_[name] = size;
   }
   absl::Status written = WriteFileAtomically(PathOf(key), state_file);
-  if (!written.ok()) {
+  if (written.ok()) {
+    // A fork stored by reference now has its own file.
+    std::error_code ignored;
+    fs::remove(BasePathOf(key), ignored);
+  } else {
     // The old file (if any) is untouched.
     absl::MutexLock lock(&mu_);
     bytes_ += old_size - size;
@@ -189,12 +260,63 @@ absl::Status DiskStateStore::Put(const StoredSessionKey& key, const std::string&
 }
 
 absl::StatusOr<std::string> DiskStateStore::Get(const StoredSessionKey& key) {
-  return ReadFile(PathOf(key));
+  return ReadStateFile(PathOf(key));
+}
+
+absl::Status DiskStateStore::PutFork(const StoredSessionKey& fork, const StoredSessionKey& source,
+                                     const SessionRecord& header) {
+  // The file the fork's state is: the source's, or, for a source that is a
+  // fork stored by reference itself, the one it refers to.
+  fs::path source_file = PathOf(source);
+  if (HoldsForkLink(source_file)) source_file = BaseOf(source_file);
+  std::error_code error;
+  const auto base_size = static_cast<int64_t>(fs::file_size(source_file, error));
+  if (error) {
+    return absl::NotFoundError(
+        absl::StrCat("the state file of the session forked: ", error.message()));
+  }
+  const std::string link = EncodeForkLink(header);
+  const std::string name = StoredSessionName(fork) + kExtension;
+  const int64_t size = base_size + static_cast<int64_t>(link.size());
+  {
+    absl::MutexLock lock(&mu_);
+    if (sizes_.contains(name)) {
+      return absl::AlreadyExistsError("a fork's id is stored already");
+    }
+    if (bytes_ + size > max_bytes_) return Full(size);
+    bytes_ += size;
+    sizes_[name] = size;
+  }
+  const std::string temp = BasePathOf(fork) + kTempSuffix + "link";
+  fs::remove(temp, error);
+  absl::Status stored = absl::OkStatus();
+  if (::link(source_file.c_str(), temp.c_str()) != 0) {
+    stored = absl::InternalError(absl::StrCat("link the forked session's file: ",
+                                              std::strerror(errno)));
+  } else {
+    fs::rename(temp, BasePathOf(fork), error);
+    if (error) {
+      stored = absl::InternalError(absl::StrCat("rename a fork's base: ", error.message()));
+    } else {
+      // Its rename also makes the base's name durable (one directory).
+      stored = WriteFileAtomically(PathOf(fork), link);
+    }
+  }
+  if (!stored.ok()) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    fs::remove(BasePathOf(fork), ignored);
+    absl::MutexLock lock(&mu_);
+    bytes_ -= size;
+    sizes_.erase(name);
+  }
+  return stored;
 }
 
 absl::Status DiskStateStore::Delete(const StoredSessionKey& key) {
   std::error_code error;
   std::filesystem::remove(PathOf(key), error);
+  if (!error) std::filesystem::remove(BasePathOf(key), error);
   if (error) return absl::InternalError(absl::StrCat("delete session: ", error.message()));
   absl::MutexLock lock(&mu_);
   auto it = sizes_.find(StoredSessionName(key) + kExtension);
@@ -210,7 +332,12 @@ absl::StatusOr<std::vector<std::string>> DiskStateStore::LoadAll() {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, error)) {
     if (!IsStateFile(entry)) continue;
-    absl::StatusOr<std::string> bytes = ReadFile(entry.path().string());
+    absl::StatusOr<std::string> bytes = ReadStateFile(entry.path());
+    // A fork whose link or base is damaged: its link file, which the caller
+    // refuses as it refuses any damaged state file.
+    if (bytes.status().code() == absl::StatusCode::kDataLoss) {
+      bytes = ReadFile(entry.path().string());
+    }
     if (!bytes.ok()) return bytes.status();
     files.push_back(*std::move(bytes));
   }

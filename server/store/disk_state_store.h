@@ -22,6 +22,7 @@ namespace linserve {
 // so the listing of a tenant's directory is the index (digest from the file
 // name, bytes from its size) and LoadAll, which reads only the top
 // directory's files, never sees them. Their bytes count in bytes().
+// A fork is stored by reference until its first own write (PutFork).
 class DiskStateStore : public StateStore {
  public:
   // Creates `dir` if needed, removes temporaries a crash left there (named
@@ -38,6 +39,14 @@ class DiskStateStore : public StateStore {
   absl::Status Delete(const StoredSessionKey& key) override;
   absl::StatusOr<std::vector<std::string>> LoadAll() override;
   absl::Status CheckRoom(int64_t more_bytes) const override;
+  // A fork's entry by reference (server/store/fork_entry.h): its link file
+  // as <name>.state and a hard link to the source's file as <name>.base, so
+  // that a fork's durable write is a few hundred bytes whatever the
+  // session's length. The fork's first own Put replaces both. Its bytes
+  // count as the whole file's against max_bytes (the disk holds them once).
+  bool StoresForksByReference() const override { return true; }
+  absl::Status PutFork(const StoredSessionKey& fork, const StoredSessionKey& source,
+                       const SessionRecord& header) override;
 
   absl::Status PutNamedState(const NamedStateKey& key, const std::string& digest,
                              const std::string& state_file) override;
@@ -47,8 +56,10 @@ class DiskStateStore : public StateStore {
   absl::StatusOr<std::vector<NamedStateListing>> ListNamedStates(
       const std::string& tenant) override;
 
-  // The file that holds `key` (tests and tools).
+  // The file that holds `key` (tests and tools), and the source's file a
+  // fork stored by reference holds beside it.
   std::string PathOf(const StoredSessionKey& key) const;
+  std::string BasePathOf(const StoredSessionKey& key) const;
   // The file that holds the named state `key` with `digest`, and the
   // directory of its tenant's named states (tests and tools).
   std::string NamedPathOf(const NamedStateKey& key, const std::string& digest) const;

@@ -68,4 +68,10 @@ absl::StatusOr<std::vector<NamedStateListing>> StateStore::ListNamedStates(
   return NoNamedStates();
 }
 
+absl::Status StateStore::PutFork(const StoredSessionKey& /*fork*/,
+                                 const StoredSessionKey& /*source*/,
+                                 const SessionRecord& /*header*/) {
+  return absl::UnimplementedError("this session store writes a fork's state file whole");
+}
+
 }  // namespace linserve

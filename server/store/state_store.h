@@ -37,6 +37,7 @@ struct VersionedStateFile {
 };
 
 class SessionLeases;
+struct SessionRecord;  // server/store/state_file.h
 
 // A named state's place in the store (server/sessions/named_states.h): per
 // tenant, under a name the server has checked ([A-Za-z0-9._-], 1 to 64
@@ -96,6 +97,17 @@ class StateStore {
   // Non-null when several servers may share this store: they then take a
   // session's lease before advancing it.
   virtual SessionLeases* leases() { return nullptr; }
+
+  // Forks by reference: a store that can hold `fork`'s entry as `source`'s
+  // current state file with the fork's own header fields (tenant, session
+  // id, created and last-used times, from `header`) without copying the
+  // state says so here, and PutFork then stores it; afterwards Get(fork) and
+  // LoadAll give what Put of the fork's whole file would have. The caller
+  // makes sure that `source`'s stored file is its state now (no write of it
+  // queued or lost). The defaults: no (the caller writes the whole file).
+  virtual bool StoresForksByReference() const { return false; }
+  virtual absl::Status PutFork(const StoredSessionKey& fork, const StoredSessionKey& source,
+                               const SessionRecord& header);
 
   // Named states: a key space of their own beside sessions'. They never
   // expire, LoadAll does not return them, and their bytes count against the

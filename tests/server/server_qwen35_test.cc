@@ -21,6 +21,7 @@
 #include "engine/qwen35/qwen35_config.h"
 #include "engine/qwen35/qwen35_random.h"
 #include "server/store/state_file.h"
+#include "server/store/state_store.h"
 #include "tests/server/e2e_helpers.h"
 #include "tests/server/http_client.h"
 #include "tests/server/server_process.h"
@@ -505,6 +506,54 @@ TEST_F(Qwen35ServerTest, ForksShareThePrefixBlocksAndAddOnlyTheirOwn) {
   EXPECT_EQ(MetricValue(metrics, "linserve_kv_blocks{count=\"referenced\"}"), referenced);
   EXPECT_EQ(MetricValue(metrics, "linserve_resident_state_bytes"),
             33 * recurrent + distinct * block_bytes);
+}
+
+// A fork is saved by reference to its source's state file (a link file of a
+// few hundred bytes and a hard link, however long the session), outlives its
+// source moving on and a restart, and goes on as the source would have from
+// where it was forked.
+TEST_F(Qwen35ServerTest, AForkIsSavedByReferenceAndOutlivesARestart) {
+  const std::string store = FreshDir("qwen35-fork-by-reference");
+  const std::vector<std::string> flags = {"--model=" + *dir_, "--store_dir=" + store,
+                                          "--dtype=float32", "--prefix_cache_bytes=0"};
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->Stub();
+  std::string prompt;
+  for (int i = 0; i < 20; ++i) prompt += "a long shared history " + std::to_string(i) + ". ";
+  absl::StatusOr<v1::Session> source = CreateSession(*stub, prompt);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const GenerateOutcome turn = RunGenerate(*stub, MakeRequest(" Then", source->id(), 6, 3, 1.0f));
+  ASSERT_TRUE(turn.status.ok()) << turn.status.error_message();
+  absl::StatusOr<std::string> at_fork = ExportSession(*stub, source->id());
+  ASSERT_TRUE(at_fork.ok()) << at_fork.status();
+
+  grpc::ClientContext context;
+  v1::ForkSessionRequest request;
+  request.set_session_id(source->id());
+  v1::Session fork;
+  ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
+  const std::filesystem::path fork_file =
+      std::filesystem::path(store) / (StoredSessionName({"", fork.id()}) + ".state");
+  ASSERT_TRUE(std::filesystem::exists(fork_file));
+  EXPECT_LT(std::filesystem::file_size(fork_file), 512u) << "the fork wrote its state whole";
+  EXPECT_GT(std::filesystem::file_size(std::filesystem::path(fork_file).replace_extension(".base")),
+            at_fork->size() / 2);
+  // The source moves on; then the server restarts.
+  ASSERT_TRUE(RunGenerate(*stub, MakeRequest(" Later", source->id(), 6, 4, 1.0f)).status.ok());
+  server->reset();
+  server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  stub = (*server)->Stub();
+  EXPECT_EQ(GetSession(*stub, fork.id()).position(), fork.position());
+  absl::StatusOr<std::string> exported = ExportSession(*stub, fork.id());
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  v1::Session copy;
+  ASSERT_TRUE(ImportSession(*stub, *at_fork, &copy).ok());
+  const GenerateOutcome from_fork = RunGenerate(*stub, MakeRequest(" and", fork.id(), 8, 5, 1.0f));
+  const GenerateOutcome from_copy = RunGenerate(*stub, MakeRequest(" and", copy.id(), 8, 5, 1.0f));
+  ASSERT_TRUE(from_fork.status.ok() && from_copy.status.ok());
+  EXPECT_EQ(OutputBits(from_fork), OutputBits(from_copy));
 }
 
 // A named state made from a hybrid's prompt P, then a turn X, gives the

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "server/store/atomic_file.h"
+#include "server/store/state_file.h"
 
 namespace linserve {
 namespace {
@@ -276,6 +277,130 @@ TEST_F(DiskStateStoreTest, OfTwoPutsOfOneNameAtOnceOneLands) {
   }
   EXPECT_EQ((*store)->ListNamedStates("t")->size(), 20u);
   EXPECT_EQ((*store)->bytes(), 20);
+}
+
+}  // namespace
+}  // namespace linserve
+
+namespace linserve {
+namespace {
+
+// A state file of `record` with a payload of `payload_bytes` bytes.
+std::string StateFileOf(const SessionRecord& record, size_t payload_bytes, char fill) {
+  SessionRecord with_payload = record;
+  with_payload.payload = std::string(payload_bytes, fill);
+  return EncodeStateFile(with_payload);
+}
+
+SessionRecord RecordFor(const StoredSessionKey& key, int64_t position) {
+  SessionRecord record;
+  record.model_fingerprint = std::string(64, 'f');
+  record.tenant = key.tenant;
+  record.session_id = key.session_id;
+  record.position = position;
+  record.pending_token = 7;
+  record.rng_seed = 11;
+  record.rng_draws = 3;
+  record.created_unix_ms = 1000;
+  record.last_used_unix_ms = 2000;
+  for (int64_t i = 0; i < position; ++i) record.tokens.push_back(static_cast<int32_t>(i));
+  record.chat = {"[\"context\"]", "reply"};
+  return record;
+}
+
+class DiskStoreForkTest : public DiskStateStoreTest {};
+
+// A fork stored by reference reads back as the whole file of the fork would
+// (its own id, tenant and times; the source's state and fields), costs a
+// link file of a few hundred bytes however large the state, and stays as it
+// was when the source moves on, is deleted, or the store reopens.
+TEST_F(DiskStoreForkTest, AForkByReferenceReadsAsItsWholeFileWhateverTheSourceDoesLater) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->StoresForksByReference());
+  const StoredSessionKey source{"tenant", "00000000000000000000000000000001"};
+  const StoredSessionKey fork{"tenant", "00000000000000000000000000000002"};
+  const SessionRecord source_record = RecordFor(source, 40);
+  ASSERT_TRUE((*store)->Put(source, StateFileOf(source_record, 1 << 20, 's')).ok());
+
+  SessionRecord fork_record = source_record;
+  fork_record.session_id = fork.session_id;
+  fork_record.created_unix_ms = 5000;
+  fork_record.last_used_unix_ms = 6000;
+  ASSERT_TRUE((*store)->PutFork(fork, source, fork_record).ok());
+  const std::string expected = StateFileOf(fork_record, 1 << 20, 's');
+  EXPECT_EQ(*(*store)->Get(fork), expected);
+  EXPECT_LT(fs::file_size((*store)->PathOf(fork)), 512u) << "the fork wrote more than a link";
+  EXPECT_EQ(fs::hard_link_count((*store)->PathOf(source)), 2u);
+  EXPECT_EQ(fs::file_size((*store)->BasePathOf(fork)), fs::file_size((*store)->PathOf(source)));
+
+  // A fork of the fork refers to the same file.
+  const StoredSessionKey grandchild{"tenant", "00000000000000000000000000000003"};
+  SessionRecord grandchild_record = fork_record;
+  grandchild_record.session_id = grandchild.session_id;
+  ASSERT_TRUE((*store)->PutFork(grandchild, fork, grandchild_record).ok());
+  EXPECT_EQ(*(*store)->Get(grandchild), StateFileOf(grandchild_record, 1 << 20, 's'));
+  EXPECT_EQ(fs::hard_link_count((*store)->PathOf(source)), 3u);
+
+  // The source moves on, then goes: the forks keep what they were made from.
+  ASSERT_TRUE((*store)->Put(source, StateFileOf(RecordFor(source, 90), 1 << 20, 'n')).ok());
+  ASSERT_TRUE((*store)->Delete(source).ok());
+  EXPECT_EQ(*(*store)->Get(fork), expected);
+  auto reopened = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(*(*reopened)->Get(fork), expected);
+  auto all = (*reopened)->LoadAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_TRUE((*all)[0] == expected || (*all)[1] == expected);
+  // Counted as the whole files they stand for.
+  EXPECT_EQ((*reopened)->bytes(), (*store)->bytes());
+  EXPECT_GE((*reopened)->bytes(), 2 << 20);
+
+  // The fork's own write replaces its link and its base.
+  ASSERT_TRUE((*reopened)->Put(fork, "its own").ok());
+  EXPECT_EQ(*(*reopened)->Get(fork), "its own");
+  EXPECT_FALSE(fs::exists((*reopened)->BasePathOf(fork)));
+  ASSERT_TRUE((*reopened)->Delete(grandchild).ok());
+  EXPECT_FALSE(fs::exists((*reopened)->BasePathOf(grandchild)));
+  EXPECT_FALSE(fs::exists((*reopened)->PathOf(grandchild)));
+}
+
+TEST_F(DiskStoreForkTest, ABrokenForkIsRefusedAndAnOrphanBaseIsRemoved) {
+  auto store = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(store.ok());
+  const StoredSessionKey source{"t", "00000000000000000000000000000001"};
+  const StoredSessionKey fork{"t", "00000000000000000000000000000002"};
+  EXPECT_EQ((*store)->PutFork(fork, source, RecordFor(fork, 1)).code(),
+            absl::StatusCode::kNotFound)
+      << "a fork of a session with no file";
+  EXPECT_FALSE(fs::exists((*store)->PathOf(fork)));
+  EXPECT_EQ((*store)->bytes(), 0);
+  ASSERT_TRUE((*store)->Put(source, StateFileOf(RecordFor(source, 3), 100, 'x')).ok());
+  ASSERT_TRUE((*store)->PutFork(fork, source, RecordFor(fork, 3)).ok());
+  EXPECT_EQ((*store)->PutFork(fork, source, RecordFor(fork, 3)).code(),
+            absl::StatusCode::kAlreadyExists);
+
+  // A flipped byte of the link file, or its base gone: DATA_LOSS, not a
+  // state of the wrong session.
+  std::string link = *ReadFile((*store)->PathOf(fork));
+  link[10] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically((*store)->PathOf(fork), link).ok());
+  EXPECT_EQ((*store)->Get(fork).status().code(), absl::StatusCode::kDataLoss);
+  link[10] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically((*store)->PathOf(fork), link).ok());
+  ASSERT_TRUE((*store)->Get(fork).ok());
+  fs::remove((*store)->BasePathOf(fork));
+  EXPECT_EQ((*store)->Get(fork).status().code(), absl::StatusCode::kDataLoss);
+
+  // A base whose link file never landed (a crash between the two) goes at
+  // the next open.
+  const StoredSessionKey orphan{"t", "00000000000000000000000000000003"};
+  fs::create_hard_link((*store)->PathOf(source), (*store)->BasePathOf(orphan));
+  auto reopened = DiskStateStore::Open(dir_.string());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE(fs::exists((*reopened)->BasePathOf(orphan)));
+  EXPECT_EQ((*reopened)->stale_temp_files_removed(), 1);
 }
 
 }  // namespace
