@@ -227,30 +227,27 @@ void ForEachTensor(const State& state, Visit&& visit) {
 
 }  // namespace
 
-int64_t ResidentStateBytes(const std::vector<const State*>& states) {
-  int64_t bytes = 0;
+ResidentStates MeasureResidentStates(const std::vector<const State*>& states) {
+  ResidentStates out;
   std::unordered_set<const void*> seen;
   for (const State* state : states) {
+    bool first_fixed = true;
     ForEachTensor(*state, [&](const torch::Tensor& t, bool block) {
-      if (!block || seen.insert(t.storage().unsafeGetStorageImpl()).second) {
-        bytes += static_cast<int64_t>(t.nbytes());
+      const bool fresh = seen.insert(t.storage().unsafeGetStorageImpl()).second;
+      if (fresh) out.bytes += static_cast<int64_t>(t.nbytes());
+      if (block) {
+        ++out.block_references;
+        if (fresh) {
+          ++out.distinct_blocks;
+          out.block_bytes += static_cast<int64_t>(t.nbytes());
+        }
+      } else if (first_fixed) {
+        first_fixed = false;
+        out.fixed_parts += fresh;
       }
     });
   }
-  return bytes;
-}
-
-BlockCounts CountBlocks(const std::vector<const State*>& states) {
-  BlockCounts counts;
-  std::unordered_set<const void*> seen;
-  for (const State* state : states) {
-    ForEachTensor(*state, [&](const torch::Tensor& t, bool block) {
-      if (!block) return;
-      ++counts.references;
-      if (seen.insert(t.storage().unsafeGetStorageImpl()).second) ++counts.distinct;
-    });
-  }
-  return counts;
+  return out;
 }
 
 std::vector<State> SplitState(const State& batch, const StateLayout& layout) {

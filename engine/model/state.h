@@ -96,16 +96,18 @@ int64_t BlocksFor(int64_t position, int64_t block_tokens);
 void WritableBlocks(TensorBlocks& blocks, int64_t begin, int64_t end, int64_t block_tokens,
                     const std::vector<int64_t>& block_shape, const torch::TensorOptions& options);
 
-// Bytes these states hold in memory, a block shared between them (or
-// within one) counted once, a whole block however few of its positions
-// are used. Undefined tensors count nothing.
-int64_t ResidentStateBytes(const std::vector<const State*>& states);
-// Blocks these states reference, and how many distinct ones among them.
-struct BlockCounts {
-  int64_t references = 0;
-  int64_t distinct = 0;
+// What a set of states holds in memory, a tensor or block that several of
+// them share (a fork shares its source's state until either moves on; forks,
+// snapshots and kept states share KV blocks) counted once, a whole block
+// however few of its positions are used.
+struct ResidentStates {
+  int64_t bytes = 0;        // every tensor and block once
+  int64_t fixed_parts = 0;  // distinct sets of fixed tensors (states that share none)
+  int64_t block_references = 0;  // KV blocks the states reference
+  int64_t distinct_blocks = 0;   // and how many distinct ones among them
+  int64_t block_bytes = 0;       // the distinct blocks' bytes
 };
-BlockCounts CountBlocks(const std::vector<const State*>& states);
+ResidentStates MeasureResidentStates(const std::vector<const State*>& states);
 
 // Stacks states (of any batch sizes) into one batch, in order. Growing caches
 // are zero-padded to the longest; paged ones keep their blocks. All states

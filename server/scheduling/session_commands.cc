@@ -121,8 +121,11 @@ void SessionCommands::Fork(const std::string& tenant, const std::string& id,
       tenant, id, SessionManager::Use::kResident,
       [this, tenant, done](absl::StatusOr<Session*> source, TurnLease) {
         if (!source.ok()) return done(source.status());
-        absl::StatusOr<Session*> child =
-            sessions_.AddResident(tenant, CloneState(*(*source)->state));
+        // A session's state is never written (a turn works on its own copy
+        // and installs a new state at its end), so the fork holds the
+        // source's tensors and KV blocks as they are: it copies nothing
+        // until one of the two moves on.
+        absl::StatusOr<Session*> child = sessions_.AddResident(tenant, State(*(*source)->state));
         if (!child.ok()) return done(child.status());
         Session& fork = **child;
         fork.position = (*source)->position;

@@ -50,7 +50,7 @@ SessionManager::SessionManager(const LanguageModel& model, std::string fingerpri
                                 options.max_session_memory_bytes_per_tenant,
                                 [model = &model](int64_t position) { return model->StateBytes(position); },
                                 [](const std::vector<const State*>& states) {
-                                  return ResidentStateBytes(states);
+                                  return MeasureResidentStates(states).bytes;
                                 }}),
       writer_(store, metrics) {}
 
@@ -460,23 +460,21 @@ void SessionManager::SweepIdle() {
 void SessionManager::UpdateGauges() {
   const std::vector<const State*> states = pool_.ResidentStates();
   const int64_t resident = pool_.in_memory();
-  // Real bytes, a KV block shared between states (a fork's, a kept state's)
-  // once: a constant-state kind's are the same at every position; a KV cache
-  // (Qwen3.5's, the softmax baseline's) grows with each session's.
-  const int64_t bytes = ResidentStateBytes(states);
+  // Real bytes, a tensor or KV block several states share (a fork's, a kept
+  // state's) once: a constant-state kind's are the same at every position; a
+  // KV cache (Qwen3.5's, the softmax baseline's) grows with each session's.
+  const ResidentStates measured = MeasureResidentStates(states);
   metrics_->state_bytes_per_session().Set(
       model_.StateGrowsWithPosition() && resident > 0
-          ? static_cast<double>(bytes) / static_cast<double>(resident)
+          ? static_cast<double>(measured.bytes) / static_cast<double>(resident)
           : static_cast<double>(model_.StateBytes(0)));
-  metrics_->resident_state_bytes().Set(static_cast<double>(bytes));
-  // Every state in memory holds the recurrent part whole (a kept one holds
-  // nothing else).
-  const int64_t recurrent = static_cast<int64_t>(states.size()) * model_.StateBytes(0);
+  metrics_->resident_state_bytes().Set(static_cast<double>(measured.bytes));
+  // Each distinct set of fixed tensors holds the recurrent part whole.
+  const int64_t recurrent = measured.fixed_parts * model_.StateBytes(0);
   metrics_->resident_recurrent_bytes().Set(static_cast<double>(recurrent));
-  metrics_->resident_kv_bytes().Set(static_cast<double>(bytes - recurrent));
-  const BlockCounts blocks = CountBlocks(states);
-  metrics_->kv_block_references().Set(static_cast<double>(blocks.references));
-  metrics_->kv_blocks_distinct().Set(static_cast<double>(blocks.distinct));
+  metrics_->resident_kv_bytes().Set(static_cast<double>(measured.bytes - recurrent));
+  metrics_->kv_block_references().Set(static_cast<double>(measured.block_references));
+  metrics_->kv_blocks_distinct().Set(static_cast<double>(measured.distinct_blocks));
   metrics_->sessions_on_device().Set(static_cast<double>(resident));
   metrics_->sessions_in_host().Set(0);
   metrics_->sessions_in_store().Set(static_cast<double>(pool_.size() - resident));

@@ -43,7 +43,10 @@ struct Session {
   SamplerRngState rng;         // where the last turn's sampler stopped
   int64_t created_unix_ms = 0;
   int64_t last_used_unix_ms = 0;
-  // The state after the last finished turn; null while it is only in the store.
+  // The state after the last finished turn; null while it is only in the
+  // store. Never written: a turn advances its own copy (CloneState) and
+  // replaces this at its end, so that other states (a fork's) may share its
+  // tensors.
   std::unique_ptr<State> state;
   // The tokens the state consumed, in order (position of them), while they
   // are known: in memory with the state, in the state file with it (a
@@ -76,8 +79,9 @@ struct SessionMemoryBounds {
   int64_t max_bytes = 0;             // all sessions; 0: no bound
   int64_t max_bytes_per_tenant = 0;  // one authenticated tenant's; 0: no quota
   std::function<int64_t(int64_t position)> state_bytes;  // null: the bounds are off
-  // Bytes a set of states holds in memory, a KV block shared between them
-  // counted once (engine/model/state.h's ResidentStateBytes). Null: each
+  // Bytes a set of states holds in memory, a tensor or KV block shared
+  // between them
+  // counted once (engine/model/state.h's MeasureResidentStates). Null: each
   // state counts state_bytes(position), each kept one state_bytes(0).
   std::function<int64_t(const std::vector<const State*>&)> resident_bytes;
 };

@@ -453,10 +453,10 @@ TEST_F(Qwen35ServerTest, SessionsForkExportAndImportAsTheLiveOne) {
   EXPECT_EQ(texts[2], texts[0]);
 }
 
-// 32 sessions forked from one long prefix share its KV blocks: memory grows
-// by each fork's recurrent part and the blocks from the one its first new
-// token went into (copied, as it was shared) to its end, never by the
-// prefix again. Counted by the server's own gauges against the positions
+// 32 sessions forked from one long prefix share its state: memory does not
+// grow at the forks, then grows by each fork's recurrent part and the blocks
+// from the one its first new token went into (copied, as it was shared) to
+// its end, never by the prefix again. Counted by the server's own gauges against the positions
 // GetSession reports.
 TEST_F(Qwen35ServerTest, ForksShareThePrefixBlocksAndAddOnlyTheirOwn) {
   constexpr int64_t kBlock = 16;
@@ -473,6 +473,7 @@ TEST_F(Qwen35ServerTest, ForksShareThePrefixBlocksAndAddOnlyTheirOwn) {
   const int64_t prefix = GetSession(*stub, source->id()).position();
   ASSERT_GT(prefix, 10 * kBlock);
 
+  const std::string alone = ScrapeMetrics((*server)->metrics_port()).value_or("");
   std::vector<std::string> forks;
   for (int i = 0; i < 32; ++i) {
     grpc::ClientContext context;
@@ -481,8 +482,18 @@ TEST_F(Qwen35ServerTest, ForksShareThePrefixBlocksAndAddOnlyTheirOwn) {
     v1::Session fork;
     ASSERT_TRUE(stub->ForkSession(&context, request, &fork).ok());
     forks.push_back(fork.id());
+  }
+  // Until they move on, the forks hold their source's state as it is.
+  const std::string forked = ScrapeMetrics((*server)->metrics_port()).value_or("");
+  EXPECT_EQ(MetricValue(forked, "linserve_resident_state_bytes"),
+            MetricValue(alone, "linserve_resident_state_bytes"));
+  EXPECT_EQ(MetricValue(forked, "linserve_kv_blocks{count=\"distinct\"}"),
+            MetricValue(alone, "linserve_kv_blocks{count=\"distinct\"}"));
+  EXPECT_EQ(MetricValue(forked, "linserve_kv_blocks{count=\"referenced\"}"),
+            33 * MetricValue(alone, "linserve_kv_blocks{count=\"referenced\"}"));
+  for (int i = 0; i < 32; ++i) {
     const GenerateOutcome turn =
-        RunGenerate(*stub, MakeRequest(" and then " + std::to_string(i), fork.id(), 4, i, 1.0f));
+        RunGenerate(*stub, MakeRequest(" and then " + std::to_string(i), forks[i], 4, i, 1.0f));
     ASSERT_TRUE(turn.status.ok()) << turn.status.error_message();
   }
   const StateLayout layout(Qwen35StateSpecs(*config_, torch::kFloat32));

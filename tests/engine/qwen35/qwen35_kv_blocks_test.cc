@@ -73,8 +73,9 @@ TEST(Qwen35KvBlocksTest, AForkSharesEveryBlockAndCopiesOnlyTheOneItWritesInto) {
 
   State fork = CloneState(parent);
   EXPECT_EQ(BlockStorages(fork), before) << "a fork copied KV blocks";
-  const BlockCounts shared = CountBlocks({&parent, &fork});
-  EXPECT_EQ(shared.references, 2 * shared.distinct);
+  const ResidentStates shared = MeasureResidentStates({&parent, &fork});
+  EXPECT_EQ(shared.block_references, 2 * shared.distinct_blocks);
+  EXPECT_EQ(shared.fixed_parts, 2) << "CloneState copies the recurrent part";
 
   // The fork writes position 40, in its third block: that block alone is
   // copied, in every attention layer, keys and values.
@@ -110,7 +111,7 @@ TEST(Qwen35KvBlocksTest, ThirtyTwoForksOfOnePrefixAddOnlyTheirOwnBlocks) {
   ASSERT_NE(model, nullptr);
   State prefix = model->NewState();
   ASSERT_TRUE(model->Prefill(prefix, Prompt(200, model->vocab_size())).ok());  // 13 blocks
-  const int64_t alone = ResidentStateBytes({&prefix});
+  const int64_t alone = MeasureResidentStates({&prefix}).bytes;
   EXPECT_EQ(alone, model->StateBytes(0) + (model->StateBytes(13 * 16) - model->StateBytes(0)));
 
   std::vector<State> forks;
@@ -125,11 +126,20 @@ TEST(Qwen35KvBlocksTest, ThirtyTwoForksOfOnePrefixAddOnlyTheirOwnBlocks) {
   // the first 12 blocks stay the prefix's.
   const int64_t block_bytes = model->StateBytes(16) - model->StateBytes(0);  // keys and values
   const int64_t per_fork = model->StateBytes(0) + 2 * block_bytes;
-  EXPECT_EQ(ResidentStateBytes(all), alone + 32 * per_fork);
-  const BlockCounts counts = CountBlocks(all);
+  const ResidentStates measured = MeasureResidentStates(all);
+  EXPECT_EQ(measured.bytes, alone + 32 * per_fork);
+  EXPECT_EQ(measured.fixed_parts, 33);
   const int64_t per_state = AttentionLayers(*model) * 2;  // blocks per position block
-  EXPECT_EQ(counts.distinct, per_state * (13 + 32 * 2));
-  EXPECT_EQ(counts.references, per_state * (13 + 32 * 14));
+  EXPECT_EQ(measured.distinct_blocks, per_state * (13 + 32 * 2));
+  EXPECT_EQ(measured.block_references, per_state * (13 + 32 * 14));
+  EXPECT_EQ(measured.block_bytes, measured.distinct_blocks * block_bytes / per_state);
+
+  // A state shared whole (what a server's fork holds until either session
+  // moves on) counts nothing more.
+  const State shared = prefix;
+  all.push_back(&shared);
+  EXPECT_EQ(MeasureResidentStates(all).bytes, measured.bytes);
+  EXPECT_EQ(MeasureResidentStates(all).fixed_parts, 33);
 }
 
 TEST(Qwen35KvBlocksTest, TheBlockSizeChangesNoBitNorTheStateFile) {
