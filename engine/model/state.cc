@@ -62,10 +62,6 @@ std::vector<int64_t> ShapeAt(const StateTensorSpec& spec, int64_t position) {
   return shape;
 }
 
-bool IsGrowing(const StateTensorSpec& spec) {
-  return std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end();
-}
-
 // The growing dimension of a per-session tensor (no batch dimension).
 int64_t GrowingDim(const StateTensorSpec& spec) {
   return std::find(spec.shape.begin(), spec.shape.end(), -1) - spec.shape.begin();
@@ -103,7 +99,7 @@ TensorBlocks InBlocks(const torch::Tensor& whole, const StateTensorSpec& spec,
 bool StateLayout::Grows() const {
   for (const std::vector<StateTensorSpec>& specs : layers_) {
     for (const StateTensorSpec& spec : specs) {
-      if (std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end()) return true;
+      if (spec.grows()) return true;
     }
   }
   return false;
@@ -166,9 +162,7 @@ namespace {
 std::vector<std::vector<bool>> GrowingTensors(const StateLayout& layout) {
   std::vector<std::vector<bool>> grows(layout.n_layers());
   for (int64_t l = 0; l < layout.n_layers(); ++l) {
-    for (const StateTensorSpec& spec : layout.layer(l)) {
-      grows[l].push_back(std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end());
-    }
+    for (const StateTensorSpec& spec : layout.layer(l)) grows[l].push_back(spec.grows());
   }
   return grows;
 }
@@ -283,9 +277,9 @@ State KeepFixedPart(const State& one, const StateLayout& layout) {
   kept.positions = one.positions;
   for (size_t l = 0; l < one.layers.size(); ++l) {
     LayerState part;
+    // (A paged layout's blocks stay with `one`: `kept.tables` is empty.)
     for (size_t i = 0; i < one.layers[l].size(); ++i) {
       part.push_back(grows[l][i] ? torch::Tensor() : one.layers[l][i].clone());
-      // (a paged layout's blocks stay with `one`: `kept.tables` is empty)
     }
     kept.layers.push_back(std::move(part));
   }
@@ -357,8 +351,7 @@ std::string SerializeState(const State& state, const StateLayout& layout) {
                             ? state.layers[layer][i].squeeze(0)
                             : Contiguous(state.tables[0].layers[layer][i], specs[i]);
       // A growing cache may hold spare capacity beyond the position.
-      const std::vector<int64_t>& shape = specs[i].shape;
-      if (std::find(shape.begin(), shape.end(), -1) != shape.end()) {
+      if (specs[i].grows()) {
         t = t.narrow(kGrowDim - 1, 0, position);
       }
       tensors[TensorName(layer, specs[i].name)] = t;
@@ -440,7 +433,7 @@ absl::StatusOr<State> DeserializeState(std::string_view bytes, const StateLayout
     std::vector<TensorBlocks> blocks;
     for (const StateTensorSpec& spec : layout.layer(layer)) {
       const torch::Tensor& whole = checked.tensors.at(TensorName(layer, spec.name));
-      if (layout.Paged() && IsGrowing(spec)) {
+      if (layout.Paged() && spec.grows()) {
         tensors.emplace_back();
         blocks.push_back(InBlocks(whole.to(device), spec, layout.block_tokens()));
       } else {

@@ -1,6 +1,7 @@
 #ifndef LINSERVE_ENGINE_STATE_H_
 #define LINSERVE_ENGINE_STATE_H_
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,8 @@ struct StateTensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // -1 marks the dimension that grows with the position
   torch::ScalarType dtype;
+
+  bool grows() const { return std::find(shape.begin(), shape.end(), -1) != shape.end(); }
 };
 
 // What a model's state is made of, layer by layer: most architectures keep

@@ -251,8 +251,7 @@ State Qwen35Impl::NewState(int64_t batch) const {
        Qwen35StateSpecs(config_, options_.kv_dtype)) {
     LayerState layer;
     for (const StateTensorSpec& spec : specs) {
-      const bool grows = std::find(spec.shape.begin(), spec.shape.end(), -1) != spec.shape.end();
-      if (grows) {
+      if (spec.grows()) {
         layer.emplace_back();  // in the tables' blocks
         continue;
       }
