@@ -51,6 +51,9 @@
 #include "bench/server_work.h"
 #include "client/bench.h"
 #include "client/connection.h"
+#include <ATen/Parallel.h>
+
+#include "engine/cpu/engine_threads.h"
 #include "engine/model/language_model.h"
 #include "engine/text/tokenizer.h"
 #include "linserve/v1/linserve.grpc.pb.h"
@@ -82,6 +85,9 @@ ABSL_FLAG(int64_t, named_state_prompt_tokens, 0,
 ABSL_FLAG(int32_t, named_state_turn_tokens, 16,
           "Tokens of the turn's own text sent after the named state (or after the whole prompt)");
 ABSL_FLAG(int32_t, named_state_repeats, 5, "Repeats of the named-state comparison (medians)");
+ABSL_FLAG(int32_t, threads, 0,
+          "The engine's threads in this process (its figures beside the server's): 0 is the "
+          "cores this process may use, the server's own default");
 
 namespace linserve {
 namespace {
@@ -941,5 +947,9 @@ int Main() {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (!linserve::KeepFreedMemoryAsFlagged()) return 2;
+  // As the server: the engine's own pool, LibTorch's ops on the calling thread.
+  const int threads = absl::GetFlag(FLAGS_threads);
+  linserve::SetEngineThreads(threads > 0 ? threads : linserve::AvailableCores());
+  at::set_num_threads(1);
   return linserve::Main();
 }
