@@ -278,8 +278,14 @@ torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
                     values[b]->size() == keys[b]->size(),
                 "GatedAttentionCpu: session ", b, "'s cache has ", keys[b]->size(),
                 " blocks of ", block_tokens, " positions for position ", positions[b] + T);
+    // The first block and those the new tokens go into: the blocks between
+    // were checked by the step that wrote them, so a decode step checks a
+    // few blocks per session rather than the whole cache.
+    const int64_t first_new = positions[b] / block_tokens;
     for (const TensorBlocks* side : {keys[b], values[b]}) {
-      for (const torch::Tensor& block : *side) {
+      for (int64_t j = 0; j < static_cast<int64_t>(side->size()); ++j) {
+        if (j != 0 && j < first_new) continue;
+        const torch::Tensor& block = (*side)[j];
         if (!dtype) dtype = block.scalar_type();
         TORCH_CHECK(block.is_cpu() && block.is_contiguous() && block.scalar_type() == *dtype &&
                         (*dtype == torch::kFloat32 || *dtype == torch::kBFloat16) &&

@@ -75,18 +75,17 @@ struct GatedAttentionDims {
 // positions[b] .. positions[b] + T - 1.
 //   qg (B T, nH 2 D): per head the query then its gate (interleaved per head)
 //   k, v (B T, nKV D); q_norm, k_norm (D) float32, zero-centred
-//   keys, values (B, nKV, capacity, D) float32 or bfloat16 (rounded to
-//   nearest even as they are written), capacity >= positions[b] + T: the
-//   cache; each new token's k (normalised, turned) and v are written at its
-//   position, the earlier ones read.
+//   keys[b], values[b]: session b's cache in blocks (engine/model/state.h's
+//   TensorBlocks), as the model keeps it: block j holds positions
+//   [j block_tokens, (j + 1) block_tokens), (nKV, block_tokens, D)
+//   contiguous, float32 or bfloat16 (rounded to nearest even as they are
+//   written), one dtype, with blocks for every position up to
+//   positions[b] + T. Each new token's k (normalised, turned) and v are
+//   written at its position, so the blocks the new tokens go into must be
+//   the caller's own (WritableBlocks); the earlier ones are read.
 // Returns (B T, nH D): causal softmax attention (scale 1/sqrt(D)) of the
-// normalised, turned queries over the cache, times sigmoid(gate).
-// The cache in blocks (engine/model/state.h's TensorBlocks), as the model
-// keeps it: session b's keys[b] and values[b] hold its positions in blocks
-// of `block_tokens`, each (nKV, block_tokens, D) contiguous, one dtype, with
-// blocks for every position up to positions[b] + T; the blocks the new
-// tokens go into must be the caller's own (WritableBlocks). The bits are
-// those of one contiguous cache: only where a row is read from changes.
+// normalised, turned queries over the cache, times sigmoid(gate). The bits
+// are those of one contiguous cache: only where a row is read from changes.
 torch::Tensor GatedAttentionCpu(const torch::Tensor& qg, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& q_norm,
                                 const torch::Tensor& k_norm,
