@@ -183,45 +183,86 @@ std::vector<std::string> Qwen35Impl::QuantizedMatrixNames() const {
   return names;
 }
 
+std::map<std::string, QuantizedWeight> Qwen35Impl::QuantizedMatrices() const {
+  std::map<std::string, QuantizedWeight> quantized;
+  if (embed_quantized.defined()) quantized["embed_tokens.weight"] = embed_quantized;
+  for (const auto& [name, matrix] : const_cast<Qwen35Impl*>(this)->Matrices()) {
+    if (matrix->quantized.defined()) quantized[name] = matrix->quantized;
+  }
+  return quantized;
+}
+
 void Qwen35Impl::LoadWeights(const TensorMap& given) {
   torch::NoGradGuard no_grad;
   TensorMap weights = given;
-  if (config_.tie_word_embeddings) {
-    TORCH_CHECK(weights.count("embed_tokens.weight") != 0, "Qwen3.5: no 'embed_tokens.weight'");
-    weights["lm_head.weight"] = weights.at("embed_tokens.weight");
+  if (options_.quantization == WeightQuantization::kNone) {
+    if (config_.tie_word_embeddings) {
+      TORCH_CHECK(weights.count("embed_tokens.weight") != 0, "Qwen3.5: no 'embed_tokens.weight'");
+      weights["lm_head.weight"] = weights.at("embed_tokens.weight");
+    }
+    LoadWeights(weights, {});
+    return;
   }
+  // Quantized from the file's own values, all in one buffer of huge pages;
+  // a tied head takes the embedding's codes (the same matrix, so the same
+  // codes) instead of a copy.
+  std::vector<std::string> names;
+  for (const std::string& name : QuantizedMatrixNames()) {
+    if (name != "lm_head.weight" || !config_.tie_word_embeddings) names.push_back(name);
+  }
+  std::vector<int64_t> bytes;
+  for (const std::string& name : names) {
+    auto it = weights.find(name);
+    TORCH_CHECK(it != weights.end() && it->second.dim() == 2, "Qwen3.5: no matrix '", name, "'");
+    bytes.push_back(QuantizedArenaBytes({it->second.size(0), it->second.size(1),
+                                         options_.quantization_group, options_.quantization}));
+  }
+  HugePageArena arena(bytes);
+  std::map<std::string, QuantizedWeight> quantized;
+  for (const std::string& name : names) {
+    try {
+      quantized[name] = QuantizeWeight(weights.at(name), options_.quantization,
+                                       options_.quantization_group, &arena);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "Qwen3.5: '", name, "': ", e.what_without_backtrace());
+    }
+    weights.erase(name);
+  }
+  LoadWeights(weights, quantized);
+}
+
+void Qwen35Impl::LoadWeights(const TensorMap& plain,
+                             const std::map<std::string, QuantizedWeight>& quantized) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(options_.quantization != WeightQuantization::kNone || quantized.empty(),
+              "Qwen3.5: quantized matrices given to a ", c10::toString(options_.dtype), " model");
   std::map<std::string, WeightMatrixImpl*> matrices = Matrices();
-  if (options_.quantization != WeightQuantization::kNone) {
-    // Quantized from the file's own values, all in one buffer of huge pages.
-    const std::vector<std::string> names = QuantizedMatrixNames();
-    std::vector<int64_t> bytes;
-    for (const std::string& name : names) {
-      auto it = weights.find(name);
-      TORCH_CHECK(it != weights.end() && it->second.dim() == 2, "Qwen3.5: no matrix '", name,
-                  "'");
-      bytes.push_back(QuantizedArenaBytes({it->second.size(0), it->second.size(1),
-                                           options_.quantization_group,
-                                           options_.quantization}));
+  for (const std::string& name : QuantizedMatrixNames()) {
+    auto it = quantized.find(name);
+    if (it == quantized.end() && name == "lm_head.weight" && config_.tie_word_embeddings) {
+      it = quantized.find("embed_tokens.weight");
     }
-    HugePageArena arena(bytes);
-    for (const std::string& name : names) {
-      QuantizedWeight q;
-      try {
-        q = QuantizeWeight(weights.at(name), options_.quantization, options_.quantization_group,
-                           &arena);
-      } catch (const c10::Error& e) {
-        TORCH_CHECK(false, "Qwen3.5: '", name, "': ", e.what_without_backtrace());
-      }
-      if (name == "embed_tokens.weight") {
-        embed_quantized = q;
-        embed_tokens->weight.set_data(torch::empty({0}));
-      } else {
-        matrices.at(name)->quantized = q;
-        matrices.at(name)->weight.set_data(torch::empty({0}));
-      }
-      weights.erase(name);
+    TORCH_CHECK(it != quantized.end(), "Qwen3.5: no quantized matrix '", name, "'");
+    const QuantizedShape& shape = it->second.shape;
+    TORCH_CHECK(shape.kind == options_.quantization && shape.group == options_.quantization_group,
+                "Qwen3.5: '", name, "' is ", WeightQuantizationName(shape.kind), " in groups of ",
+                shape.group, ", the model ", WeightQuantizationName(options_.quantization),
+                " in groups of ", options_.quantization_group);
+    if (name == "embed_tokens.weight") {
+      TORCH_CHECK(shape.out == config_.vocab_size && shape.in == config_.hidden_size,
+                  "Qwen3.5: quantized '", name, "' is [", shape.out, ", ", shape.in, "]");
+      embed_quantized = it->second;
+      embed_tokens->weight.set_data(torch::empty({0}));
+    } else {
+      WeightMatrixImpl* matrix = matrices.at(name);
+      TORCH_CHECK(shape.out == matrix->weight.size(0) && shape.in == matrix->weight.size(1),
+                  "Qwen3.5: quantized '", name, "' is [", shape.out, ", ", shape.in, "], expected ",
+                  matrix->weight.sizes());
+      matrix->quantized = it->second;
+      matrix->weight.set_data(torch::empty({0}));
     }
   }
+  TensorMap weights = plain;
   auto params = named_parameters();
   for (auto& item : params) {
     if (item.value().numel() == 0 && weights.count(item.key()) == 0) continue;  // quantized

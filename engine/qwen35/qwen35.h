@@ -167,9 +167,13 @@ class Qwen35Impl : public torch::nn::Module {
 
   // Copies canonical weights (any float dtype) in, converting each to its
   // parameter's dtype; with options().quantization, the big matrices are
-  // quantized from the given tensors. Throws c10::Error naming a missing or
-  // misfit tensor.
+  // quantized from the given tensors (a tied head shares the embedding's
+  // codes). Throws c10::Error naming a missing or misfit tensor.
   void LoadWeights(const TensorMap& weights);
+  // The same with the big matrices already quantized (a file quantized
+  // beforehand): `quantized` holds every QuantizedMatrixNames() entry (a
+  // tied head may be left out: it takes the embedding's), `plain` the rest.
+  void LoadWeights(const TensorMap& plain, const std::map<std::string, QuantizedWeight>& quantized);
   // Lays the big matrices out for the CPU's products, in huge pages. Once,
   // after LoadWeights.
   void PackForCpu();
@@ -186,6 +190,8 @@ class Qwen35Impl : public torch::nn::Module {
   const Qwen35Options& options() const { return options_; }
   // The matrices options().quantization stores in 8 or 4 bits, by name.
   std::vector<std::string> QuantizedMatrixNames() const;
+  // Those matrices as they are held, by name.
+  std::map<std::string, QuantizedWeight> QuantizedMatrices() const;
 
   Qwen35Vector embed_tokens{nullptr};  // (V, H) in the compute dtype; empty when quantized
   QuantizedWeight embed_quantized;     // the embedding, quantized: rows dequantized on lookup

@@ -233,11 +233,17 @@ absl::Status CheckQwen35Tensors(TensorMap tensors, const std::map<std::string, s
   return absl::InvalidArgumentError(message);
 }
 
+absl::StatusOr<Qwen35Config> ReadQwen35DirectoryConfig(const std::string& dir,
+                                                       const nlohmann::json& config_json) {
+  LINSERVE_ASSIGN_OR_RETURN(Qwen35Config config, Qwen35ConfigFromJson(config_json));
+  LINSERVE_RETURN_IF_ERROR(MergeGenerationConfig(dir, &config));
+  return config;
+}
+
 absl::StatusOr<Qwen35Checkpoint> ReadQwen35Checkpoint(const std::string& dir,
                                                       const nlohmann::json& config_json) {
   Qwen35Checkpoint out;
-  LINSERVE_ASSIGN_OR_RETURN(out.config, Qwen35ConfigFromJson(config_json));
-  LINSERVE_RETURN_IF_ERROR(MergeGenerationConfig(dir, &out.config));
+  LINSERVE_ASSIGN_OR_RETURN(out.config, ReadQwen35DirectoryConfig(dir, config_json));
 
   // Which files hold which tensors (transformers' order: a single
   // model.safetensors first, then the index).

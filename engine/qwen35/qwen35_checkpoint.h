@@ -28,6 +28,13 @@ struct Qwen35Checkpoint {
   int64_t shards = 0;             // safetensors files read
 };
 
+// The shape and token ids of the model directory `dir`, whose parsed
+// config.json is `config_json`: Qwen35ConfigFromJson, with
+// generation_config.json's eos_token_id (a number or a list), when the file
+// exists, added to config.eos_token_ids.
+absl::StatusOr<Qwen35Config> ReadQwen35DirectoryConfig(const std::string& dir,
+                                                       const nlohmann::json& config_json);
+
 // Reads the model directory `dir`, whose parsed config.json is `config_json`.
 //  - The config: Qwen35ConfigFromJson; generation_config.json's eos_token_id
 //    (a number or a list), when the file exists, is added to

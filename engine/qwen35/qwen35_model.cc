@@ -1,5 +1,6 @@
 #include "engine/qwen35/qwen35_model.h"
 
+#include <filesystem>
 #include <utility>
 
 #include <torch/types.h>
@@ -9,6 +10,7 @@
 #include "engine/cpu/cpu_bf16_product.h"
 #include "engine/model/fingerprint.h"
 #include "engine/qwen35/qwen35_checkpoint.h"
+#include "engine/qwen35/qwen35_quantized_file.h"
 #include "engine/text/hf_model_files.h"
 
 namespace linserve {
@@ -42,24 +44,21 @@ Qwen35Model::Qwen35Model(const Qwen35Config& config, Qwen35 module, Tokenizer to
   module_->eval();
 }
 
-absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::FromTensors(
-    const Qwen35Config& config, const TensorMap& weights, Tokenizer tokenizer,
-    const LoadOptions& options) {
+absl::StatusOr<Qwen35Options> Qwen35ModuleOptions(const LoadOptions& options) {
   if (!options.device.is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "qwen3_5: runs on the CPU only for now, not on ", options.device.str()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("qwen3_5: runs on the CPU only for now, not on ", options.device.str()));
   }
   Qwen35Options module_options;
-  module_options.dtype = options.dtype.value_or(DefaultDtype());
+  module_options.dtype = options.dtype.value_or(Qwen35Model::DefaultDtype());
   if (module_options.dtype != torch::kFloat32 && module_options.dtype != torch::kBFloat16) {
     return absl::InvalidArgumentError(absl::StrCat("qwen3_5: --dtype ",
                                                    ComputeDtypeName(module_options.dtype),
                                                    " is not float32, bfloat16, int8 or int4"));
   }
   if (options.kv_dtype != torch::kFloat32 && options.kv_dtype != torch::kBFloat16) {
-    return absl::InvalidArgumentError(absl::StrCat("qwen3_5: --kv_dtype ",
-                                                   ComputeDtypeName(options.kv_dtype),
-                                                   " is not float32 or bfloat16"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "qwen3_5: --kv_dtype ", ComputeDtypeName(options.kv_dtype), " is not float32 or bfloat16"));
   }
   module_options.kv_dtype = options.kv_dtype;
   if (options.kv_block_tokens <= 0 || options.kv_block_tokens % 16 != 0) {
@@ -74,13 +73,27 @@ absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::FromTensors(
   module_options.quantization_group = options.quantization_group != 0
                                           ? options.quantization_group
                                           : DefaultQuantizationGroup(options.quantization);
+  return module_options;
+}
+
+std::unique_ptr<Qwen35Model> Qwen35Model::FromLoadedModule(const Qwen35Config& config,
+                                                           Qwen35 module, Tokenizer tokenizer,
+                                                           std::string fingerprint) {
+  return std::unique_ptr<Qwen35Model>(
+      new Qwen35Model(config, std::move(module), std::move(tokenizer), std::move(fingerprint)));
+}
+
+absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::FromTensors(const Qwen35Config& config,
+                                                                      const TensorMap& weights,
+                                                                      Tokenizer tokenizer,
+                                                                      const LoadOptions& options) {
+  LINSERVE_ASSIGN_OR_RETURN(const Qwen35Options module_options, Qwen35ModuleOptions(options));
   try {
     Qwen35 module(config, module_options);
     module->LoadWeights(weights);
     module->PackForCpu();
-    std::string fingerprint = Qwen35Fingerprint(config, weights);
-    return std::unique_ptr<Qwen35Model>(
-        new Qwen35Model(config, std::move(module), std::move(tokenizer), std::move(fingerprint)));
+    return FromLoadedModule(config, std::move(module), std::move(tokenizer),
+                            Qwen35Fingerprint(config, weights));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("qwen3_5: ", e.what_without_backtrace()));
   }
@@ -89,11 +102,19 @@ absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::FromTensors(
 absl::StatusOr<std::unique_ptr<Qwen35Model>> Qwen35Model::Load(const std::string& path,
                                                                const nlohmann::json& config,
                                                                const LoadOptions& options) {
-  LINSERVE_ASSIGN_OR_RETURN(Qwen35Checkpoint checkpoint, ReadQwen35Checkpoint(path, config));
   if (!HasHfTokenizer(path)) {
     return absl::NotFoundError(
         absl::StrCat("model '", path, "': a Qwen3.5 directory needs its tokenizer.json"));
   }
+  // A directory quantized beforehand is served as it is.
+  if (IsQuantizedQwen35Directory(path)) {
+    LINSERVE_ASSIGN_OR_RETURN(const Qwen35Config shape, ReadQwen35DirectoryConfig(path, config));
+    LINSERVE_ASSIGN_OR_RETURN(Tokenizer tokenizer,
+                              LoadHfTokenizerDirectory(path, shape.vocab_size, options.tokenizer));
+    return LoadQuantizedQwen35File((std::filesystem::path(path) / "model.safetensors").string(),
+                                   shape, std::move(tokenizer), options);
+  }
+  LINSERVE_ASSIGN_OR_RETURN(Qwen35Checkpoint checkpoint, ReadQwen35Checkpoint(path, config));
   LINSERVE_ASSIGN_OR_RETURN(
       Tokenizer tokenizer,
       LoadHfTokenizerDirectory(path, checkpoint.config.vocab_size, options.tokenizer));

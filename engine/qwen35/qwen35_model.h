@@ -32,6 +32,12 @@ class Qwen35Model : public LanguageModel {
                                                                   Tokenizer tokenizer,
                                                                   const LoadOptions& options);
 
+  // A module built and loaded elsewhere (a file quantized beforehand), with
+  // the float weights' fingerprint.
+  static std::unique_ptr<Qwen35Model> FromLoadedModule(const Qwen35Config& config, Qwen35 module,
+                                                       Tokenizer tokenizer,
+                                                       std::string fingerprint);
+
   // bfloat16 where the CPU has the packed bfloat16 product, else float32
   // (as RWKV-7's).
   static torch::ScalarType DefaultDtype();
@@ -54,6 +60,7 @@ class Qwen35Model : public LanguageModel {
 
   const Qwen35Config& config() const { return config_; }
   Qwen35& module() { return module_; }
+  const Qwen35& module() const { return module_; }
 
  protected:
   torch::Tensor ForwardPrefill(const torch::Tensor& tokens, State& state) override;
@@ -73,6 +80,11 @@ class Qwen35Model : public LanguageModel {
   const StateLayout state_layout_;
   const std::string fingerprint_;
 };
+
+// The module's options for a load's: the dtype (or the default), the KV
+// cache's dtype and block, the quantization and its group, each checked
+// (InvalidArgument naming the flag).
+absl::StatusOr<Qwen35Options> Qwen35ModuleOptions(const LoadOptions& options);
 
 // The fingerprint Qwen35Model::Fingerprint reports for canonical weights.
 std::string Qwen35Fingerprint(const Qwen35Config& config, const TensorMap& weights);

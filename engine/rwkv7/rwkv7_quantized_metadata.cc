@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/language_model.h"
+#include "engine/model/quantized_file.h"
 #include "nlohmann/json.hpp"
 
 namespace linserve {
@@ -32,14 +33,6 @@ std::string Quoted(const std::string& text) {
 template <typename... Args>
 absl::Status Invalid(const Args&... args) {
   return absl::InvalidArgumentError(absl::StrCat(args...));
-}
-
-bool IsHexDigest(const std::string& text) {
-  if (text.size() != 64) return false;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 // The shape as Rwkv7ConfigToJson writes it: every key, nothing else.
@@ -144,18 +137,9 @@ absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsM
   }
   QuantizedRwkv7Info info;
   LINSERVE_ASSIGN_OR_RETURN(const std::string quantization, field("quantization"));
-  if (quantization == "int8") {
-    info.quantization = WeightQuantization::kInt8;
-  } else if (quantization == "int4") {
-    info.quantization = WeightQuantization::kInt4;
-  } else {
-    return Invalid("metadata 'quantization' is ", Quoted(quantization), ", expected int8 or int4");
-  }
+  LINSERVE_ASSIGN_OR_RETURN(info.quantization, ParseQuantizationField(quantization));
   LINSERVE_ASSIGN_OR_RETURN(const std::string group, field("group_size"));
-  if (group != "32" && group != "64") {
-    return Invalid("metadata 'group_size' is ", Quoted(group), ", expected 32 or 64");
-  }
-  info.group = group == "32" ? 32 : 64;
+  LINSERVE_ASSIGN_OR_RETURN(info.group, ParseGroupSizeField(group));
   LINSERVE_ASSIGN_OR_RETURN(const std::string dtype, field("compute_dtype"));
   absl::StatusOr<c10::ScalarType> compute_dtype = ParseComputeDtype(dtype);
   if (!compute_dtype.ok()) {
@@ -166,20 +150,14 @@ absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsM
   LINSERVE_ASSIGN_OR_RETURN(const std::string config, field("config"));
   LINSERVE_ASSIGN_OR_RETURN(info.config, ParseConfig(config));
   LINSERVE_ASSIGN_OR_RETURN(info.fingerprint, field("source_fingerprint"));
-  if (!IsHexDigest(info.fingerprint)) {
-    return Invalid("metadata 'source_fingerprint' is ", Quoted(info.fingerprint),
-                   ", expected 64 lowercase hex digits");
-  }
+  LINSERVE_RETURN_IF_ERROR(CheckHexDigestField("source_fingerprint", info.fingerprint));
   LINSERVE_ASSIGN_OR_RETURN(info.tokenizer, field("tokenizer"));
   if (info.tokenizer != "rwkv_world" && info.tokenizer != "byte" && info.tokenizer != "bytes") {
     return Invalid("metadata 'tokenizer' is ", Quoted(info.tokenizer),
                    ", expected rwkv_world or byte");
   }
   LINSERVE_ASSIGN_OR_RETURN(info.data_sha256, field("data_sha256"));
-  if (!IsHexDigest(info.data_sha256)) {
-    return Invalid("metadata 'data_sha256' is ", Quoted(info.data_sha256),
-                   ", expected 64 lowercase hex digits");
-  }
+  LINSERVE_RETURN_IF_ERROR(CheckHexDigestField("data_sha256", info.data_sha256));
   return info;
 }
 

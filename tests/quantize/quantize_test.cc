@@ -1,11 +1,13 @@
 // linserve-quantize end to end: a random RWKV-7 written as a bfloat16 model
 // directory, quantized by the program into a file and into a directory, and
-// served from each exactly as the same model quantized at load; what it
-// prints, and what it refuses.
+// a random Qwen3.5 checkpoint directory quantized into a directory, each
+// served exactly as the same model quantized at load; what it prints, and
+// what it refuses.
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,8 @@
 
 #include "engine/formats/safetensors.h"
 #include "engine/model/language_model.h"
+#include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_random.h"
 #include "engine/rwkv7/rwkv7_config.h"
 #include "gtest/gtest.h"
 #include "tests/engine/rwkv7/small_rwkv7_shape.h"
@@ -147,6 +151,46 @@ TEST_F(QuantizeToolTest, RefusesWhatItCannotDo) {
   EXPECT_EQ(ran.exit_code, 1);
   EXPECT_NE(ran.output.find("IN"), std::string::npos) << ran.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(QuantizeToolTest, WritesAQwen35DirectoryWithoutTheShards) {
+  const fs::path in = dir_ / "qwen35";
+  ASSERT_TRUE(WriteRandomQwen35Directory(Qwen35ShapeByName("tiny").value(), in.string(), {}).ok());
+  const fs::path out = dir_ / "qwen35-int4";
+  const Ran ran = RunQuantize(in.string() + " " + out.string() + "/ --dtype=int4");
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  // The weights in one file; every other file of the checkpoint beside it.
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    files.push_back(entry.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "generation_config.json",
+                                             "model.safetensors", "tokenizer.json",
+                                             "tokenizer_config.json"}));
+
+  LoadOptions at_load_options;
+  ASSERT_TRUE(ApplyDtypeFlag("int4", at_load_options).ok());
+  auto at_load = LanguageModel::Load(in.string(), at_load_options);
+  ASSERT_TRUE(at_load.ok()) << at_load.status();
+  auto served = LanguageModel::Load(out.string(), {});
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ((*served)->architecture(), "qwen3_5");
+  EXPECT_EQ((*served)->WeightFormatName(), "int4");
+  EXPECT_EQ((*served)->Fingerprint(), (*at_load)->Fingerprint());
+  const std::vector<torch::Tensor> a = Logits(**at_load), b = Logits(**served);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+  EXPECT_NE(ran.output.find("int4 in groups of 32, every matrix"), std::string::npos)
+      << ran.output;
+  EXPECT_NE(ran.output.find("fingerprint " + (*at_load)->Fingerprint()), std::string::npos)
+      << ran.output;
+
+  // A Qwen3.5 model is a directory: a bare file OUT is refused, and nothing written.
+  const Ran refused =
+      RunQuantize(in.string() + " " + (dir_ / "q.safetensors").string() + " --dtype=int8");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("directory"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
-// linserve-quantize: an RWKV-7 model's big matrices quantized once, into a
-// file a server loads as it is (engine/rwkv7/rwkv7_quantized_file.h): each
-// start then reads about half (int8) or a third (int4) of the bfloat16
-// bytes and quantizes nothing.
+// linserve-quantize: a model's big matrices quantized once, into a file a
+// server loads as it is (engine/rwkv7/rwkv7_quantized_file.h,
+// engine/qwen35/qwen35_quantized_file.h): each start then reads about half
+// (int8) or a third (int4) of the bfloat16 bytes and quantizes nothing.
 //
 //   linserve-quantize IN OUT --dtype=int8|int4 [--group_size=32|64]
 //
-// IN is anything --model takes for RWKV-7: a .pth, a safetensors file or a
-// model directory. OUT is the file, or a directory (existing, or named with a
-// trailing '/') that gets model.safetensors and a config.json naming the
-// architecture, the weights and the tokenizer. The model reports the float
-// weights' fingerprint, so sessions move between servers of IN and OUT.
+// IN is an RWKV-7 model as --model takes it (a .pth, a safetensors file or
+// a model directory) or a Qwen3.5 model directory.
+//  - RWKV-7: OUT is the file, or a directory (existing, or named with a
+//    trailing '/') that gets model.safetensors and a config.json naming the
+//    architecture, the weights and the tokenizer.
+//  - Qwen3.5: OUT is a directory. It gets model.safetensors and a copy of
+//    IN's other files (config.json, generation_config.json, the tokenizer,
+//    the chat template), but not IN's shards or their index.
+// The model reports the float weights' fingerprint, so sessions move
+// between servers of IN and OUT.
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +31,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/language_model.h"
+#include "engine/qwen35/qwen35_model.h"
+#include "engine/qwen35/qwen35_quantized_file.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "nlohmann/json.hpp"
@@ -59,9 +66,10 @@ uint64_t WeightsBytes(const fs::path& in) {
   return total;
 }
 
-// OUT's config.json: what is there already, with the architecture, the
-// weights file and the tokenizer set; written whole or not at all.
-absl::Status WriteConfig(const fs::path& dir, const Rwkv7Model& model) {
+// An RWKV-7 OUT's config.json: what is there already, with the
+// architecture, the weights file and the tokenizer set; written whole or
+// not at all.
+absl::Status WriteRwkv7Config(const fs::path& dir, const Rwkv7Model& model) {
   const fs::path path = dir / "config.json";
   nlohmann::json config = nlohmann::json::object();
   std::error_code error;
@@ -85,10 +93,48 @@ absl::Status WriteConfig(const fs::path& dir, const Rwkv7Model& model) {
   }
   fs::rename(temp, path, error);
   if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", temp.string(), ": ",
-                                               error.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename ", temp.string(), ": ", error.message()));
   }
   return absl::OkStatus();
+}
+
+// A Qwen3.5 OUT's files beside the weights: IN's regular files but its
+// weights and their index (OUT's model.safetensors replaces them).
+absl::Status CopyQwen35Files(const fs::path& in, const fs::path& out) {
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(in, error)) {
+    const fs::path& file = entry.path();
+    if (!fs::is_regular_file(file, error) || file.extension() == ".safetensors" ||
+        file.filename() == "model.safetensors.index.json") {
+      continue;
+    }
+    fs::copy_file(file, out / file.filename(), fs::copy_options::overwrite_existing, error);
+    if (error) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot copy ", file.string(), ": ", error.message()));
+    }
+  }
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", in.string(), ": ", error.message()));
+  }
+  // Shards of an earlier quantization of another model must not sit beside
+  // the new file: the reader would not look at them, but a person would.
+  fs::remove(out / "model.safetensors.index.json", error);
+  return absl::OkStatus();
+}
+
+// "24 layers of 1024, vocabulary 248320".
+std::string ShapeOf(const LanguageModel& model) {
+  if (const auto* rwkv7 = dynamic_cast<const Rwkv7Model*>(&model)) {
+    const Rwkv7Config& shape = rwkv7->config();
+    return absl::StrFormat("%d layers of %d, vocabulary %d", shape.n_layers, shape.d_model,
+                           shape.vocab_size);
+  }
+  const Qwen35Config& shape = dynamic_cast<const Qwen35Model&>(model).config();
+  return absl::StrFormat("%d layers of %d (%d full attention), vocabulary %d",
+                         shape.num_hidden_layers, shape.hidden_size, shape.full_attention_layers(),
+                         shape.vocab_size);
 }
 
 std::string Megabytes(uint64_t bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
@@ -124,28 +170,48 @@ int Run(const std::string& in, const std::string& out) {
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<std::unique_ptr<Rwkv7Model>> model = Rwkv7Model::Load(in, options);
+  absl::StatusOr<std::unique_ptr<LanguageModel>> model = LanguageModel::Load(in, options);
   if (!model.ok()) return fail(model.status());
   const Clock::time_point loaded = Clock::now();
-  if (absl::Status written = WriteQuantizedRwkv7File(**model, file.string()); !written.ok()) {
-    return fail(written);
-  }
-  if (to_directory) {
-    if (absl::Status written = WriteConfig(out, **model); !written.ok()) return fail(written);
+  if (const auto* rwkv7 = dynamic_cast<const Rwkv7Model*>(model->get())) {
+    if (absl::Status written = WriteQuantizedRwkv7File(*rwkv7, file.string()); !written.ok()) {
+      return fail(written);
+    }
+    if (to_directory) {
+      if (absl::Status written = WriteRwkv7Config(out, *rwkv7); !written.ok()) {
+        return fail(written);
+      }
+    }
+  } else if (const auto* qwen35 = dynamic_cast<const Qwen35Model*>(model->get())) {
+    if (!to_directory) {
+      return fail(absl::InvalidArgumentError(
+          "a Qwen3.5 model is a directory: name OUT with a trailing '/'"));
+    }
+    if (absl::Status written = WriteQuantizedQwen35File(*qwen35, file.string()); !written.ok()) {
+      return fail(written);
+    }
+    if (absl::Status copied = CopyQwen35Files(in, out); !copied.ok()) return fail(copied);
+  } else {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "the ", (*model)->architecture(),
+        " architecture has no file quantized beforehand (rwkv7 and qwen3_5 have): serve it "
+        "with --dtype=int8 or int4, which quantizes at load")));
   }
   const Clock::time_point done = Clock::now();
 
   const uint64_t before = WeightsBytes(in);
   const uint64_t after = fs::file_size(file, error);
-  const Rwkv7Config& shape = (*model)->config();
   const nlohmann::json info = (*model)->ConfigJson();
   std::printf("linserve-quantize: %s (%s) -> %s (%s, %.1f%% of it)\n", in.c_str(),
               Megabytes(before).c_str(), file.string().c_str(), Megabytes(after).c_str(),
               before > 0 ? 100.0 * after / before : 0.0);
-  std::printf("  %s in groups of %d, low-rank matrices %s; %lld layers of %lld, vocabulary %lld\n",
-              (*model)->WeightFormatName().c_str(), info["quantization_group"].get<int>(),
-              ComputeDtypeName((*model)->compute_dtype()), static_cast<long long>(shape.n_layers),
-              static_cast<long long>(shape.d_model), static_cast<long long>(shape.vocab_size));
+  std::printf(
+      "  %s in groups of %d, %s; %s\n", (*model)->WeightFormatName().c_str(),
+      info["quantization_group"].get<int>(),
+      dynamic_cast<const Rwkv7Model*>(model->get()) != nullptr
+          ? absl::StrCat("low-rank matrices ", ComputeDtypeName((*model)->compute_dtype())).c_str()
+          : "every matrix, the embedding and the head included",
+      ShapeOf(**model).c_str());
   std::printf("  loaded and quantized in %.2f s, written in %.2f s\n",
               std::chrono::duration<double>(loaded - start).count(),
               std::chrono::duration<double>(done - loaded).count());
