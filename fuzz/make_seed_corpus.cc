@@ -18,11 +18,15 @@
 #include "engine/formats/safetensors.h"
 #include "engine/formats/zip_writer.h"
 #include "engine/model/language_model.h"
+#include "engine/model/quantized_file.h"
 #include "engine/qwen35/qwen35_config.h"
+#include "engine/qwen35/qwen35_model.h"
+#include "engine/qwen35/qwen35_quantized_file.h"
 #include "engine/qwen35/qwen35_random.h"
 #include "engine/rwkv7/rwkv7_model.h"
 #include "engine/rwkv7/rwkv7_quantized_file.h"
 #include "fuzz/fuzz_model.h"
+#include "fuzz/fuzz_qwen35_shape.h"
 #include "linserve/v1/linserve.pb.h"
 #include "server/store/state_file.h"
 
@@ -196,6 +200,46 @@ void QuantizedModelSeeds(const fs::path& dir) {
   });
   edited("version_2", [](SafetensorsContents& c) { c.metadata["format_version"] = "2"; });
   Write(dir, "truncated", int4.substr(0, int4.size() - 40));
+}
+
+// Files of a two-layer Qwen3.5 quantized beforehand (fuzz_qwen35_shape.h),
+// tied and untied, and the ways such a file goes wrong, sealed again as
+// above.
+void QuantizedQwen35Seeds(const fs::path& dir) {
+  auto quantized = [](bool tied, WeightQuantization kind, int64_t group) {
+    Qwen35Config shape = FuzzQwen35Shape();
+    shape.tie_word_embeddings = tied;
+    LoadOptions options;
+    options.quantization = kind;
+    options.quantization_group = group;
+    std::unique_ptr<Qwen35Model> model =
+        Qwen35Model::FromTensors(shape, RandomQwen35Weights(shape, 1),
+                                 Tokenizer::Bytes(shape.vocab_size), options)
+            .value();
+    return SerializeQuantizedQwen35(*model).value();
+  };
+  const std::string int8 = quantized(true, WeightQuantization::kInt8, 32);
+  Write(dir, "qwen35_int8_g32", int8);
+  Write(dir, "qwen35_int4_g32_untied", quantized(false, WeightQuantization::kInt4, 32));
+  auto edited = [&](const std::string& name, const std::function<void(SafetensorsContents&)>& edit) {
+    SafetensorsContents c = ParseSafetensors(int8).value();
+    edit(c);
+    c.metadata["data_sha256"] = QuantizedFileDataSha256(c.tensors);
+    Write(dir, name, SerializeSafetensors(c.tensors, c.metadata));
+  };
+  const std::string key = "layers.1.self_attn.q_proj.weight";
+  edited("qwen35_short_codes", [&](SafetensorsContents& c) {
+    c.tensors[key + ".codes"] = c.tensors[key + ".codes"].slice(0, 0, 64).clone();
+  });
+  edited("qwen35_config_mismatch", [](SafetensorsContents& c) {
+    nlohmann::json config = nlohmann::json::parse(c.metadata["config"]);
+    config["head_dim"] = 16;
+    c.metadata["config"] = config.dump();
+  });
+  edited("qwen35_head_kept_in_float", [](SafetensorsContents& c) {
+    c.tensors["lm_head.weight.codes"] = c.tensors["embed_tokens.weight.codes"];
+    c.tensors["lm_head.weight.scales"] = c.tensors["embed_tokens.weight.scales"];
+  });
 }
 
 // Pickle opcodes for seeds torch.save would not write (views, memo, other
@@ -495,6 +539,7 @@ int main(int argc, char** argv) {
   linserve::Utf8Seeds(root / "fuzz_utf8");
   linserve::OpenAiRequestSeeds(root / "fuzz_openai_request");
   linserve::QuantizedModelSeeds(root / "fuzz_quantized_model");
+  linserve::QuantizedQwen35Seeds(root / "fuzz_quantized_model");
   linserve::TunedStateSeeds(root / "fuzz_tuned_state");
   linserve::Qwen35Seeds(root / "fuzz_qwen35_checkpoint");
   return 0;
