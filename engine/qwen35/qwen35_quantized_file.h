@@ -4,7 +4,9 @@
 // A Qwen3.5 model whose big matrices were quantized once, beforehand
 // (linserve-quantize), so that a server starts on 8- or 4-bit weights
 // without the float shards and without quantizing again: the 0.8B shape's
-// int8 file is about 0.55 of the bfloat16 shards, its int4 file about 0.35.
+// int8 file is 0.52 of the bfloat16 shards (777 against 1,509 MB), its int4
+// file 0.28, and a server is ready 2.5x (int8) and 4x (int4) sooner than
+// when it quantizes the shards at start (README, "Serving Qwen3.5").
 //
 // It is a model directory as a real checkpoint is (config.json,
 // generation_config.json, the tokenizer, the chat template), with one
