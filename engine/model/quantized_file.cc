@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/base/sha256.h"
 #include "engine/formats/byte_source.h"
+#include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
 
 namespace linserve {
@@ -191,6 +192,53 @@ TensorMap QuantizedFileTensors(const std::map<std::string, QuantizedWeight>& qua
     tensors[name + kQuantizedScalesSuffix] = weight.scales.view(torch::kFloat16);
   }
   return tensors;
+}
+
+std::vector<std::string> QuantizedModuleProblems(
+    const std::set<std::string>& expected, const std::map<std::string, QuantizedWeight>& quantized,
+    const TensorMap& plain, const TensorMap& parameters) {
+  std::vector<std::string> problems;
+  for (const std::string& name : expected) {
+    if (!quantized.count(name)) {
+      problems.push_back(absl::StrCat("tensor '", name, "' is not quantized (", name,
+                                      kQuantizedCodesSuffix, ", ", name, kQuantizedScalesSuffix,
+                                      ")"));
+    }
+  }
+  for (const auto& [name, weight] : quantized) {
+    if (!expected.count(name)) {
+      problems.push_back(absl::StrCat("tensor '", name, "' is quantized, but is kept in float"));
+    }
+  }
+  for (const auto& [name, parameter] : parameters) {
+    auto it = plain.find(name);
+    if (it != plain.end() && it->second.scalar_type() != parameter.scalar_type()) {
+      problems.push_back(absl::StrCat("tensor '", name, "' is ",
+                                      QuantizedFileTensorLabel(it->second), ", expected ",
+                                      DtypeLabel(parameter.scalar_type())));
+    }
+  }
+  return problems;
+}
+
+absl::Status CheckQuantizedFileAsked(const LoadOptions& options, WeightQuantization quantization,
+                                     int64_t group, const std::string& holds) {
+  if (!options.device.is_cpu()) {
+    return Invalid(holds, ", which are for the CPU, not ", options.device.str());
+  }
+  if (options.quantization == WeightQuantization::kNone && options.dtype.has_value()) {
+    return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
+                   " weights were asked for: serve it without a dtype, or serve the float model");
+  }
+  if (options.quantization != WeightQuantization::kNone && options.quantization != quantization) {
+    return Invalid(holds, ", but ", WeightQuantizationName(options.quantization),
+                   " was asked for: serve it without a dtype, or quantize the float model to ",
+                   WeightQuantizationName(options.quantization));
+  }
+  if (options.quantization_group != 0 && options.quantization_group != group) {
+    return Invalid(holds, ", but groups of ", options.quantization_group, " were asked for");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WeightQuantization> ParseQuantizationField(const std::string& value) {

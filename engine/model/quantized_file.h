@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,8 @@
 #include "engine/formats/safetensors.h"
 
 namespace linserve {
+
+struct LoadOptions;
 
 inline constexpr char kQuantizedCodesSuffix[] = ".codes";
 inline constexpr char kQuantizedScalesSuffix[] = ".scales";
@@ -65,6 +68,21 @@ absl::StatusOr<WeightQuantization> ParseQuantizationField(const std::string& val
 absl::StatusOr<int64_t> ParseGroupSizeField(const std::string& value);
 // 64 lowercase hex digits (a fingerprint, a SHA-256).
 absl::Status CheckHexDigestField(const std::string& field, const std::string& value);
+
+// The split tensors against the module they load into: every name in
+// `expected` quantized and nothing else, and each plain tensor of its
+// parameter's dtype (`parameters`: the module's, by name), so that nothing
+// is converted on the way in. The problems found, in words.
+std::vector<std::string> QuantizedModuleProblems(
+    const std::set<std::string>& expected, const std::map<std::string, QuantizedWeight>& quantized,
+    const TensorMap& plain, const TensorMap& parameters);
+
+// A file is served as it was quantized or not at all: InvalidArgument
+// starting with `holds` ("the file holds int8 weights in groups of 64") and
+// naming what was asked, unless `options` asks for this quantization and
+// group (or leaves them open, with no dtype) on the CPU.
+absl::Status CheckQuantizedFileAsked(const LoadOptions& options, WeightQuantization quantization,
+                                     int64_t group, const std::string& holds);
 
 // InvalidArgument listing the first few `problems`; OK when there are none.
 absl::Status QuantizedFileProblems(const std::vector<std::string>& problems);

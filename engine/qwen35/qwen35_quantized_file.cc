@@ -122,28 +122,6 @@ absl::StatusOr<FileInfo> ReadMetadata(const SafetensorsMetadata& metadata,
   return info;
 }
 
-// A file is served as it was quantized or not at all.
-absl::Status CheckAsked(const LoadOptions& options, const FileInfo& info) {
-  const std::string holds = absl::StrCat("the file holds ", Describe(info));
-  if (!options.device.is_cpu()) {
-    return Invalid(holds, ", which are for the CPU, not ", options.device.str());
-  }
-  if (options.quantization == WeightQuantization::kNone && options.dtype.has_value()) {
-    return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
-                   " weights were asked for: serve it without a dtype, or serve the float model");
-  }
-  if (options.quantization != WeightQuantization::kNone &&
-      options.quantization != info.quantization) {
-    return Invalid(holds, ", but ", WeightQuantizationName(options.quantization),
-                   " was asked for: serve it without a dtype, or quantize the float model to ",
-                   WeightQuantizationName(options.quantization));
-  }
-  if (options.quantization_group != 0 && options.quantization_group != info.group) {
-    return Invalid(holds, ", but groups of ", options.quantization_group, " were asked for");
-  }
-  return absl::OkStatus();
-}
-
 // The module the file describes, with its weights: the module decides
 // which matrices are quantized and every other parameter's dtype, and the
 // file must agree, so nothing is converted on the way in.
@@ -157,30 +135,15 @@ absl::StatusOr<Qwen35> BuildModule(const Qwen35Config& config, const FileInfo& i
   LINSERVE_ASSIGN_OR_RETURN(const Qwen35Options module_options, Qwen35ModuleOptions(asked));
   try {
     Qwen35 module(config, module_options);
-    std::vector<std::string> problems;
     std::set<std::string> expected;
     for (const std::string& name : module->QuantizedMatrixNames()) {
-      if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // the embedding's
-      expected.insert(name);
-      if (!quantized.count(name)) {
-        problems.push_back(absl::StrCat("tensor '", name, "' is not quantized (", name,
-                                        kQuantizedCodesSuffix, ", ", name, kQuantizedScalesSuffix,
-                                        ")"));
-      }
+      // A tied head is the embedding's codes.
+      if (name != "lm_head.weight" || !config.tie_word_embeddings) expected.insert(name);
     }
-    for (const auto& [name, weight] : quantized) {
-      if (!expected.count(name)) {
-        problems.push_back(absl::StrCat("tensor '", name, "' is quantized, but is kept in float"));
-      }
-    }
-    for (const auto& item : module->named_parameters()) {
-      auto it = plain.find(item.key());
-      if (it != plain.end() && it->second.scalar_type() != item.value().scalar_type()) {
-        problems.push_back(absl::StrCat("tensor '", item.key(), "' is ",
-                                        QuantizedFileTensorLabel(it->second), ", expected ",
-                                        c10::toString(item.value().scalar_type())));
-      }
-    }
+    TensorMap parameters;
+    for (const auto& item : module->named_parameters()) parameters[item.key()] = item.value();
+    const std::vector<std::string> problems =
+        QuantizedModuleProblems(expected, quantized, plain, parameters);
     LINSERVE_RETURN_IF_ERROR(QuantizedFileProblems(problems));
     module->LoadWeights(plain, quantized);
     module->PackForCpu();
@@ -252,7 +215,11 @@ absl::StatusOr<std::unique_ptr<Qwen35Model>> ParseQuantizedQwen35(std::string_vi
   absl::StatusOr<FileInfo> info = ReadMetadata(contents->metadata, config);
   if (!info.ok()) return located(info.status());
   // Before the hash: a refusal needs no pass over gigabytes.
-  if (absl::Status asked = CheckAsked(options, *info); !asked.ok()) return located(asked);
+  if (absl::Status asked = CheckQuantizedFileAsked(options, info->quantization, info->group,
+                                                   "the file holds " + Describe(*info));
+      !asked.ok()) {
+    return located(asked);
+  }
   const std::string sha256 = QuantizedFileDataSha256(contents->tensors);
   if (sha256 != info->data_sha256) {
     return located(absl::DataLossError(absl::StrCat("data_sha256 mismatch: the metadata says ",

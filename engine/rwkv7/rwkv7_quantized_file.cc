@@ -28,12 +28,6 @@ std::string ShapeLabel(c10::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-// The dtype part of a label: "F32" of "F32[4]".
-std::string DtypeLabel(const torch::Tensor& tensor) {
-  const std::string label = QuantizedFileTensorLabel(tensor);
-  return label.substr(0, label.find('['));
-}
-
 // The module the file describes, with its weights. The module decides which
 // matrices are quantized and every other parameter's dtype; the file must
 // agree, so nothing is converted on the way in.
@@ -45,29 +39,11 @@ absl::StatusOr<Rwkv7> BuildModule(const QuantizedRwkv7Info& info, const TensorMa
   options.quantization_group = info.group;
   try {
     Rwkv7 module(info.config, options);
-    std::vector<std::string> problems;
     const std::vector<std::string> names = module->QuantizedMatrixNames();
-    const std::set<std::string> expected(names.begin(), names.end());
-    for (const std::string& name : names) {
-      if (!quantized.count(name)) {
-        problems.push_back(absl::StrCat("tensor '", name, "' is not quantized (", name,
-                                        kQuantizedCodesSuffix, ", ", name, kQuantizedScalesSuffix,
-                                        ")"));
-      }
-    }
-    for (const auto& [name, weight] : quantized) {
-      if (!expected.count(name)) {
-        problems.push_back(absl::StrCat("tensor '", name, "' is quantized, but is kept in float"));
-      }
-    }
-    for (const auto& item : module->named_parameters()) {
-      auto it = plain.find(item.key());
-      if (it != plain.end() && it->second.scalar_type() != item.value().scalar_type()) {
-        problems.push_back(absl::StrCat("tensor '", item.key(), "' is ",
-                                        QuantizedFileTensorLabel(it->second), ", expected ",
-                                        DtypeLabel(item.value())));
-      }
-    }
+    TensorMap parameters;
+    for (const auto& item : module->named_parameters()) parameters[item.key()] = item.value();
+    const std::vector<std::string> problems = QuantizedModuleProblems(
+        std::set<std::string>(names.begin(), names.end()), quantized, plain, parameters);
     LINSERVE_RETURN_IF_ERROR(QuantizedFileProblems(problems));
     module->LoadWeights(plain, quantized);
     module->PackForCpu();

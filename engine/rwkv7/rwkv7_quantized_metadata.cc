@@ -163,22 +163,7 @@ absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsM
 
 absl::Status CheckQuantizedRwkv7Asked(const LoadOptions& options, const QuantizedRwkv7Info& info) {
   const std::string holds = absl::StrCat("the file holds ", DescribeQuantizedRwkv7(info));
-  if (!options.device.is_cpu()) {
-    return Invalid(holds, ", which are for the CPU, not ", options.device.str());
-  }
-  if (options.quantization == WeightQuantization::kNone && options.dtype.has_value()) {
-    return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
-                   " weights were asked for: serve it without a dtype, or serve the float model");
-  }
-  if (options.quantization != WeightQuantization::kNone &&
-      options.quantization != info.quantization) {
-    return Invalid(holds, ", but ", WeightQuantizationName(options.quantization),
-                   " was asked for: serve it without a dtype, or quantize the float model to ",
-                   WeightQuantizationName(options.quantization));
-  }
-  if (options.quantization_group != 0 && options.quantization_group != info.group) {
-    return Invalid(holds, ", but groups of ", options.quantization_group, " were asked for");
-  }
+  LINSERVE_RETURN_IF_ERROR(CheckQuantizedFileAsked(options, info.quantization, info.group, holds));
   if (options.dtype.has_value() && *options.dtype != info.compute_dtype) {
     return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
                    " low-rank matrices were asked for");
