@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -286,7 +287,8 @@ nlohmann::json Settings(const ConnectionOptions& connection, const BenchOptions&
             {"min_p", o.sampling.min_p},
             {"repetition_penalty", o.sampling.repetition_penalty},
             {"presence_penalty", o.sampling.presence_penalty},
-            {"frequency_penalty", o.sampling.frequency_penalty}}}};
+            {"frequency_penalty", o.sampling.frequency_penalty},
+            {"logit_bias_entries", o.sampling.logit_bias.size()}}}};
   if (o.prompt_mode == PromptMode::kTokens) {
     settings["prompt_vocabulary"] = {{"vocab_size", vocabulary.vocab_size},
                                      {"ordinary_ids", ordinary_ids}};
@@ -308,6 +310,23 @@ absl::StatusOr<LengthRange> ParseLengthRange(const std::string& field, const std
         "--", field, " = \"", text, "\" is not N or MIN:MAX with 1 <= MIN <= MAX"));
   }
   return range;
+}
+
+absl::StatusOr<std::map<int32_t, float>> ParseLogitBias(const std::string& text) {
+  std::map<int32_t, float> bias;
+  if (text.empty()) return bias;
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    int32_t id = 0;
+    float value = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id) || id < 0 ||
+        !absl::SimpleAtof(parts[1], &value) || !std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--logit_bias: \"", entry, "\" is not ID:BIAS with ID >= 0"));
+    }
+    bias[id] = value;
+  }
+  return bias;
 }
 
 absl::StatusOr<std::vector<int32_t>> OrdinaryTokenIds(const BenchVocabulary& vocabulary) {

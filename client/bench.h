@@ -4,6 +4,7 @@
 // `linserve-client bench`: the load test (client/README.md).
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -60,6 +61,11 @@ struct BenchOptions {
 // end-to-end latency in milliseconds).
 absl::StatusOr<nlohmann::json> RunBench(const ConnectionOptions& connection,
                                         const BenchOptions& options);
+
+// "ID:BIAS,ID:BIAS,..." (empty: none), as --logit_bias takes it: a
+// request's logit_bias (e.g. -100 for ids a benchmark keeps out of its
+// outputs). The error names the entry.
+absl::StatusOr<std::map<int32_t, float>> ParseLogitBias(const std::string& text);
 
 // The ids a prompt of token ids is drawn from: every id in [0, vocab_size)
 // outside the special ranges, ascending. InvalidArgument when none is left

@@ -79,6 +79,7 @@ class GrpcBenchTransport : public BenchTransport {
     if (s.presence_penalty != 0.0f) sampling.set_presence_penalty(s.presence_penalty);
     if (s.frequency_penalty != 0.0f) sampling.set_frequency_penalty(s.frequency_penalty);
     sampling.set_seed(request.seed);
+    generate.mutable_logit_bias()->insert(s.logit_bias.begin(), s.logit_bias.end());
     generate.set_session_id(std::move(request.session_id));
     (new BenchCall(std::move(generate), std::move(done)))->Start(*stub_, connection_);
   }

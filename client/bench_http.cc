@@ -210,6 +210,11 @@ nlohmann::json CompletionRequestBody(const BenchRequest& request) {
   if (s.repetition_penalty != 1.0f) body["repetition_penalty"] = s.repetition_penalty;
   if (s.presence_penalty != 0.0f) body["presence_penalty"] = s.presence_penalty;
   if (s.frequency_penalty != 0.0f) body["frequency_penalty"] = s.frequency_penalty;
+  if (!s.logit_bias.empty()) {
+    nlohmann::json bias = nlohmann::json::object();
+    for (const auto& [id, value] : s.logit_bias) bias[std::to_string(id)] = value;
+    body["logit_bias"] = std::move(bias);
+  }
   if (!request.session_id.empty()) {
     body["session_id"] = request.session_id;
   } else if (request.new_session) {
@@ -224,6 +229,15 @@ absl::StatusOr<BenchVocabulary> ParseModelsVocabulary(const std::string& body) {
   if (models.is_object() && models.contains("data") && models["data"].is_array() &&
       !models["data"].empty() && models["data"][0].is_object()) {
     model = &models["data"][0];
+  }
+  // llama.cpp's llama-server reports its vocabulary as data[0].meta.n_vocab
+  // and no special ids: every id of it may be drawn.
+  if (model != nullptr && !model->contains("vocab_size") && model->contains("meta") &&
+      (*model)["meta"].is_object() && (*model)["meta"].contains("n_vocab") &&
+      (*model)["meta"]["n_vocab"].is_number_integer()) {
+    BenchVocabulary vocabulary;
+    vocabulary.vocab_size = (*model)["meta"]["n_vocab"].get<int64_t>();
+    return vocabulary;
   }
   if (model == nullptr || !model->contains("vocab_size") ||
       !(*model)["vocab_size"].is_number_integer()) {

@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<BenchTransport>> MakeHttpBenchTransport(
 nlohmann::json CompletionRequestBody(const BenchRequest& request);
 
 // The vocabulary GET /v1/models reports (data[0].vocab_size and
-// special_token_ranges); FAILED_PRECONDITION when it reports none.
+// special_token_ranges; from llama.cpp's llama-server, data[0].meta.n_vocab
+// with no special ranges); FAILED_PRECONDITION when it reports none.
 absl::StatusOr<BenchVocabulary> ParseModelsVocabulary(const std::string& body);
 
 // Folds one event of a completion stream (its data) into `outcome`: a piece

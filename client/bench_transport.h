@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@ struct BenchSampling {
   float repetition_penalty = 1.0f;  // 1: off
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  std::map<int32_t, float> logit_bias;  // added to these ids' logits (OpenAI's logit_bias)
 };
 
 // The served model's vocabulary, as far as the load test's prompts of token

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ ABSL_FLAG(bool, progress, true, "bench: live progress line on stderr");
 ABSL_FLAG(std::string, protocol, "grpc",
           "bench: grpc (Generate at --server) or http (streamed POST /v1/completions at "
           "--http_server)");
+ABSL_FLAG(std::string, logit_bias, "",
+          "bench: ID:BIAS,... added to those ids' logits in every request (OpenAI's "
+          "logit_bias; -100 keeps an id out of the outputs)");
 ABSL_FLAG(std::string, http_server, "localhost:8080",
           "bench --protocol=http: the server's HTTP address (host:port; https with --tls)");
 
@@ -174,6 +178,12 @@ int Bench(ConnectionOptions connection) {
   }
   s.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
   s.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
+  absl::StatusOr<std::map<int32_t, float>> bias = ParseLogitBias(absl::GetFlag(FLAGS_logit_bias));
+  if (!bias.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(bias.status().message()).c_str());
+    return 2;
+  }
+  s.logit_bias = *std::move(bias);
   o.progress = absl::GetFlag(FLAGS_progress);
   absl::StatusOr<nlohmann::json> report = RunBench(connection, o);
   if (!report.ok()) {

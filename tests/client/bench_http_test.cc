@@ -64,6 +64,10 @@ TEST(CompletionRequestBodyTest, StreamsWithUsageAndNamesTheSession) {
   EXPECT_FLOAT_EQ(body["presence_penalty"].get<float>(), 0.5f);
   EXPECT_FLOAT_EQ(body["frequency_penalty"].get<float>(), 0.25f);
   EXPECT_FALSE(body.contains("top_k"));
+  EXPECT_FALSE(body.contains("logit_bias"));
+  request.sampling.logit_bias = {{129, -100.0f}, {7, 1.5f}};
+  EXPECT_EQ(CompletionRequestBody(request)["logit_bias"],
+            nlohmann::json::parse(R"({"7": 1.5, "129": -100.0})"));
   request.new_session = true;
   EXPECT_EQ(CompletionRequestBody(request)["session"], "new");
   request.new_session = false;
@@ -88,6 +92,13 @@ TEST(ParseModelsVocabularyTest, ReadsTheSizeAndTheSpecialRanges) {
   EXPECT_EQ(v->vocab_size, 65536);
   EXPECT_EQ(v->special_ranges,
             (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {65530, 65536}}));
+  // llama.cpp's llama-server: meta.n_vocab, no special ranges.
+  v = ParseModelsVocabulary(
+      R"({"object":"list","data":[{"id":"m.gguf","object":"model","owned_by":"llamacpp",)"
+      R"("meta":{"vocab_type":5,"n_vocab":65536,"n_ctx":4096}}]})");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->vocab_size, 65536);
+  EXPECT_TRUE(v->special_ranges.empty());
   // A server that reports no vocabulary cannot take prompts of ids from the
   // bench: the error says what to do instead.
   for (const char* body : {R"({"object":"list","data":[{"id":"m"}]})", "{}", "not json",

@@ -39,6 +39,17 @@ TEST(LengthRangeTest, ParsesOneNumberOrARange) {
   }
 }
 
+TEST(LogitBiasTest, ParsesIdBiasPairs) {
+  EXPECT_TRUE(ParseLogitBias("")->empty());
+  EXPECT_EQ(*ParseLogitBias("129:-100,3319:2.5"),
+            (std::map<int32_t, float>{{129, -100.0f}, {3319, 2.5f}}));
+  for (const char* bad : {"1", "a:1", "1:b", "-1:5", "1:2:3", "1:-100,", "1:inf"}) {
+    const auto parsed = ParseLogitBias(bad);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("--logit_bias"), std::string::npos);
+  }
+}
+
 // Prompts of token ids are drawn from every id but the special ones.
 TEST(OrdinaryTokenIdsTest, EveryIdOutsideTheSpecialRanges) {
   BenchVocabulary world{65536, {{0, 1}, {65530, 65536}}};
