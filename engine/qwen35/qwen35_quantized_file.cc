@@ -99,9 +99,11 @@ absl::StatusOr<FileInfo> ReadMetadata(const SafetensorsMetadata& metadata,
     return Invalid("metadata 'config' is not a JSON object");
   }
   // The directory's config.json sizes the tensors; the file must have been
-  // written for the same shape.
+  // written for the same shape. The end ids and the context length are the
+  // directory's to change: they say nothing of the weights.
   const nlohmann::json dir_config = Qwen35ConfigToJson(config);
   for (const auto& [key, value] : dir_config.items()) {
+    if (key == "eos_token_id" || key == "max_position_embeddings") continue;
     auto it = file_config.find(key);
     if (it == file_config.end() || *it != value) {
       return Invalid("metadata 'config': '", key, "' is ",

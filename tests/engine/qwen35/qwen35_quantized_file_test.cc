@@ -205,6 +205,14 @@ TEST_F(Qwen35QuantizedDirectoryTest, AConfigOfAnotherShapeIsRefusedByName) {
   std::ifstream in(dir_ / "config.json");
   nlohmann::json config = nlohmann::json::parse(in);
   in.close();
+  // The end ids and the context length are the directory's to change.
+  config["text_config"]["max_position_embeddings"] = 2048;
+  std::ofstream(dir_ / "config.json") << config.dump();
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": [3, 5]})";
+  absl::StatusOr<std::unique_ptr<LanguageModel>> served = LanguageModel::Load(dir_.string(), {});
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(dynamic_cast<Qwen35Model&>(**served).config().max_position_embeddings, 2048);
+  // The shape is not.
   config["text_config"]["intermediate_size"] = 192;
   std::ofstream(dir_ / "config.json") << config.dump();
   absl::StatusOr<std::unique_ptr<LanguageModel>> model = LanguageModel::Load(dir_.string(), {});
