@@ -471,6 +471,7 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7,
   if (!rwkv7.shapes.empty()) {
     std::cerr << "memory bandwidth" << std::endl;
     bandwidth = MeasureMemoryBandwidth(rwkv7.bandwidth_bytes, /*repeats=*/9, rwkv7.device);
+    if (threads.size() > 1 && rwkv7.device == "cpu") MeasurePoolReadBandwidth(threads, bandwidth);
     for (const std::string& shape : rwkv7.shapes) {
       for (const Rwkv7Format& format : rwkv7.formats) {
         for (int64_t count : threads) {

@@ -12,6 +12,7 @@
 #include "bench/engine_measure.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/language_model.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/cpu/huge_page_tensor.h"
 #include "engine/rwkv7/rwkv7.h"
 #include "engine/model/state.h"
@@ -153,6 +154,30 @@ MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::st
   bandwidth.read_gb_per_s = Median(read);
   bandwidth.copy_gb_per_s = Median(copy);
   return bandwidth;
+}
+
+void MeasurePoolReadBandwidth(const std::vector<int64_t>& threads, MemoryBandwidth& bandwidth) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = bandwidth.bytes / static_cast<int64_t>(sizeof(float));
+  const int64_t span = (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float));
+  torch::Tensor buffer = EmptyInHugePages({n}, torch::kFloat32).fill_(1);
+  const int before = EngineThreads();
+  // Alternated by thread count, so that a moment of load elsewhere hits
+  // every count alike.
+  std::map<int, std::vector<double>> read;
+  for (int r = 0; r < bandwidth.repeats; ++r) {
+    for (int64_t count : threads) {
+      SetEngineThreads(static_cast<int>(count));
+      read[static_cast<int>(count)].push_back(
+          bandwidth.bytes / TimeSeconds(torch::Device(torch::kCPU), [&] {
+            ParallelFor((n + span - 1) / span, 1, [&](int64_t begin, int64_t end) {
+              buffer.narrow(0, begin * span, std::min(n, end * span) - begin * span).sum();
+            });
+          }) / 1e9);
+    }
+  }
+  SetEngineThreads(before);
+  for (const auto& [count, rates] : read) bandwidth.pool_read_gb_per_s[count] = Median(rates);
 }
 
 Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,

@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,14 @@ struct MemoryBandwidth {
   int repeats = 0;
   double read_gb_per_s = 0;  // torch::sum, 1e9 bytes per second
   double copy_gb_per_s = 0;  // Tensor::copy_
+  // The same sum split over the engine pool (spans of 16 MiB), by thread
+  // count: what a memory-bound decode step can gain from more threads.
+  std::map<int, double> pool_read_gb_per_s;
 };
 MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::string& device);
+// Fills bandwidth.pool_read_gb_per_s for each count of `threads` (the CPU
+// only), leaving the pool at its size before.
+void MeasurePoolReadBandwidth(const std::vector<int64_t>& threads, MemoryBandwidth& bandwidth);
 
 struct Rwkv7Row {
   std::string shape;

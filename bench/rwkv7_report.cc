@@ -15,8 +15,8 @@ std::string Megabytes(int64_t bytes) { return absl::StrFormat("%.1f MB", bytes /
 
 // Each row measured at more threads than the first row of its shape and
 // format, against that row. Prints nothing when every row has one count.
-void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, size_t batch_index,
-                             int64_t batch);
+void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
+                             size_t batch_index, int64_t batch);
 
 }  // namespace
 
@@ -96,13 +96,13 @@ void PrintRwkv7(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwi
       "cache: 32-row GFLOP/s) plus its state read and written once at the read bandwidth\n",
       o.batches[target], o.batches[target]);
   absl::PrintF("   targets: batch 32 / batch 1 >= 8x; chunked / token by token >= 5x\n\n");
-  PrintRwkv7ThreadScaling(rows, target, o.batches[target]);
+  PrintRwkv7ThreadScaling(rows, bandwidth, target, o.batches[target]);
 }
 
 namespace {
 
-void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, size_t batch_index,
-                             int64_t batch) {
+void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBandwidth& bandwidth,
+                             size_t batch_index, int64_t batch) {
   // Each row against the first row of its shape and format: the fewest threads.
   std::vector<std::pair<const Rwkv7Row*, const Rwkv7Row*>> pairs;
   for (const Rwkv7Row& row : rows) {
@@ -117,18 +117,32 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, size_t batch_ind
   absl::PrintF("   Threads: each row's speed against the same shape and dtype at its fewest "
                "threads, from the tables above (side by side in this run)\n");
   Table scaling({"shape", "dtype", "threads", "chunked prefill", "batch-1 decode",
-                 absl::StrCat("batch ", batch)});
+                 absl::StrCat("batch ", batch), "read bandwidth"});
+  auto bandwidth_ratio = [&](int threads, int base) -> std::string {
+    auto a = bandwidth.pool_read_gb_per_s.find(threads);
+    auto b = bandwidth.pool_read_gb_per_s.find(base);
+    if (a == bandwidth.pool_read_gb_per_s.end() || b == bandwidth.pool_read_gb_per_s.end()) {
+      return "-";
+    }
+    return absl::StrFormat("%.2fx (%.1f / %.1f GB/s)", a->second / b->second, a->second,
+                           b->second);
+  };
   for (const auto& [base, row] : pairs) {
     scaling.Add({row->shape, Rwkv7FormatName(row->format),
                  absl::StrCat(row->threads, " vs ", base->threads),
                  Ratio(row->chunked_tokens_per_s, base->chunked_tokens_per_s),
                  Ratio(base->decode_ms, row->decode_ms),
                  Ratio(row->batched_tokens_per_s[batch_index],
-                       base->batched_tokens_per_s[batch_index])});
+                       base->batched_tokens_per_s[batch_index]),
+                 bandwidth_ratio(row->threads, base->threads)});
   }
   scaling.Print();
   absl::PrintF("   targets (0.1b, 2 threads against 1): prefill >= 1.6x, batch-1 decode >= 1.4x, "
-               "batch 32 >= 1.6x\n\n");
+               "batch 32 >= 1.6x\n");
+  absl::PrintF("   read bandwidth: a sum over %s split over the pool, medians of %d alternated "
+               "runs; batch-1 decode reads its weights once a token, so it gains from threads "
+               "at most about this ratio\n\n",
+               Bytes(bandwidth.bytes), bandwidth.repeats);
 }
 
 }  // namespace
@@ -146,7 +160,8 @@ nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidt
   j["bandwidth"] = {{"bytes", bandwidth.bytes},
                     {"repeats", bandwidth.repeats},
                     {"read_gb_per_s", bandwidth.read_gb_per_s},
-                    {"copy_gb_per_s", bandwidth.copy_gb_per_s}};
+                    {"copy_gb_per_s", bandwidth.copy_gb_per_s},
+                    {"pool_read_gb_per_s", bandwidth.pool_read_gb_per_s}};
   j["rows"] = nlohmann::json::array();
   for (const Rwkv7Row& row : rows) {
     j["rows"].push_back({{"shape", row.shape},
