@@ -65,7 +65,8 @@ struct MemoryBandwidth {
   double read_gb_per_s = 0;  // torch::sum, 1e9 bytes per second
   double copy_gb_per_s = 0;  // Tensor::copy_
   // The same sum split over the engine pool (spans of 16 MiB), by thread
-  // count: what a memory-bound decode step can gain from more threads.
+  // count: what a plain read gains from more threads, beside the decode
+  // step that reads its weights once.
   std::map<int, double> pool_read_gb_per_s;
 };
 MemoryBandwidth MeasureMemoryBandwidth(int64_t bytes, int repeats, const std::string& device);

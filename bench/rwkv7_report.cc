@@ -140,8 +140,9 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBand
   absl::PrintF("   targets (0.1b, 2 threads against 1): prefill >= 1.6x, batch-1 decode >= 1.4x, "
                "batch 32 >= 1.6x\n");
   absl::PrintF("   read bandwidth: a sum over %s split over the pool, medians of %d alternated "
-               "runs; batch-1 decode reads its weights once a token, so it gains from threads "
-               "at most about this ratio\n\n",
+               "runs: what a plain read gains from threads, beside batch-1 decode, which reads its "
+               "weights once a token (not a ceiling: the machine's bandwidth varies by the "
+               "minute)\n\n",
                Bytes(bandwidth.bytes), bandwidth.repeats);
 }
 
