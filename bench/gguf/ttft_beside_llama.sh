@@ -176,37 +176,46 @@ done
 echo "load after the last round: $(uptime)" | tee -a "$out/rounds.txt"
 
 python3 - "$out" "$rounds" "$threads_list" "${servers[@]}" <<'EOF' | tee "$out/summary.md"
-import json, statistics, sys
+import json, os, statistics, sys
 out, rounds, threads_list, servers = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+rows = [("ttft512", "time to first token, 512-token prompt (ms, p50)"),
+        ("ttft16", "time to first token, 16-token prompt (ms, p50)"),
+        ("decode", "time per output token, concurrency 1 (ms, p50)"),
+        ("batch32", "output tokens/s, concurrency 32")]
+failed = []
 
+# One run's figure, from its OK requests; a run with failed requests is
+# listed after the tables.
 def figure(server, threads, run, r):
-    res = json.load(open(f"{out}/{server}-t{threads}-r{r}-{run}.json"))["results"]
+    path = f"{out}/{server}-t{threads}-r{r}-{run}.json"
+    if not os.path.exists(path):
+        return None
+    res = json.load(open(path))["results"]
     if res["ok"] != res["sent"]:
-        sys.exit(f"{server} threads {threads} round {r} {run}: {res['by_code']}")
+        failed.append(f"{server}, {threads} thread(s), round {r}, {run}: {res['by_code']}")
     if run in ("ttft512", "ttft16"):
         return res["ttft_ms"]["p50"]
     if run == "decode":
         return res["tpot_ms"]["p50"]
     return res["output_token_throughput_tps"]
 
-rows = [("ttft512", "time to first token, 512-token prompt (ms, p50 of 5)", False),
-        ("ttft16", "time to first token, 16-token prompt (ms, p50 of 5)", False),
-        ("decode", "time per output token, concurrency 1 (ms, p50 of 4)", False),
-        ("batch32", "output tokens/s, concurrency 32", True)]
 for threads in threads_list:
-    print(f"\n{threads} thread{'s' if threads != '1' else ''} (medians of {rounds} rounds; rounds in brackets)\n")
-    head = "| | " + " | ".join(servers) + " | " + " | ".join(f"linserve / {s}" for s in servers[1:]) + " |"
-    print(head)
+    print(f"\n{threads} thread{'s' if threads != '1' else ''} (medians over rounds; each round's figure in brackets)\n")
+    print("| | " + " | ".join(servers) + " | " + " | ".join(f"linserve / {s}" for s in servers[1:]) + " |")
     print("|---" * (len(servers) * 2) + "|")
-    for run, label, higher_better in rows:
+    for run, label in rows:
         cells, medians = [], []
         for server in servers:
-            values = [figure(server, threads, run, r) for r in range(1, rounds + 1)]
-            m = statistics.median(values)
+            values = [v for v in (figure(server, threads, run, r) for r in range(1, rounds + 1))
+                      if v is not None]
+            m = statistics.median(values) if values else float("nan")
             medians.append(m)
             fmt = (lambda v: f"{v:,.0f}") if run == "batch32" else (lambda v: f"{v:.2f}" if v < 100 else f"{v:.1f}")
             cells.append(f"{fmt(m)} ({', '.join(fmt(v) for v in values)})")
         ratios = [f"{medians[0] / m:.2f}" for m in medians[1:]]
         print(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+print()
+for f in failed:
+    print("- not OK:", f)
 EOF
 echo "runs and summary in $out"
