@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -474,10 +475,8 @@ int Run(const EngineBenchOptions& options, const Rwkv7BenchOptions& rwkv7,
     if (threads.size() > 1 && rwkv7.device == "cpu") MeasurePoolReadBandwidth(threads, bandwidth);
     for (const std::string& shape : rwkv7.shapes) {
       for (const Rwkv7Format& format : rwkv7.formats) {
-        for (int64_t count : threads) {
-          SetEngineThreads(static_cast<int>(count));
-          rwkv7_rows.push_back(MeasureRwkv7(shape, format, rwkv7));
-          rwkv7_rows.back().threads = static_cast<int>(count);
+        for (Rwkv7Row& row : MeasureRwkv7(shape, format, rwkv7, threads)) {
+          rwkv7_rows.push_back(std::move(row));
         }
       }
     }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/engine_measure.h"
@@ -180,11 +181,25 @@ void MeasurePoolReadBandwidth(const std::vector<int64_t>& threads, MemoryBandwid
   for (const auto& [count, rates] : read) bandwidth.pool_read_gb_per_s[count] = Median(rates);
 }
 
-Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
-                      const Rwkv7BenchOptions& options) {
+std::vector<Rwkv7Row> MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
+                                   const Rwkv7BenchOptions& options,
+                                   const std::vector<int64_t>& threads) {
   torch::NoGradGuard no_grad;
   const Rwkv7Config config = Rwkv7BenchShape(shape).value();
   const torch::Device device(options.device);
+  const int pool_before = EngineThreads();
+  const size_t counts = threads.size();
+  // Every timing below runs once per thread count in turn, on the one
+  // module, the order turned each repeat: a minute of load elsewhere on a
+  // shared machine then hits every count alike, and the rows' ratios are
+  // side by side in the strict sense.
+  auto at_each_count = [&](int repeat, const auto& measure) {
+    for (size_t j = 0; j < counts; ++j) {
+      const size_t c = (static_cast<size_t>(repeat) + j) % counts;
+      SetEngineThreads(static_cast<int>(threads[c]));
+      measure(c);
+    }
+  };
   Rwkv7Row row;
   row.shape = shape;
   row.format = format;
@@ -211,25 +226,30 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
     row.weight_values_per_token += values;
     row.weight_bytes_per_token += values * p.element_size();
   }
+  row.state_bytes = StateBytes(module->NewState(1));
+  std::vector<Rwkv7Row> rows(counts, row);
+  for (size_t c = 0; c < counts; ++c) rows[c].threads = static_cast<int>(threads[c]);
+
   {
     Progress(shape, format, "32-row product rate");
     WeightMatrix& key = module->blocks->at<Rwkv7BlockImpl>(0).ffn->key;
     const torch::Tensor x = torch::randn({32, 1, config.d_model}, torch::TensorOptions(device));
-    key->forward(x);
-    std::vector<double> rates;
+    std::vector<std::vector<double>> rates(counts);
     for (int i = 0; i < 15; ++i) {
-      rates.push_back(2.0 * 32 * config.ffn_size * config.d_model /
-                      TimeSeconds(device, [&] { key->forward(x); }) / 1e9);
+      at_each_count(i, [&](size_t c) {
+        key->forward(x);  // the weight back in cache after the switch
+        rates[c].push_back(2.0 * 32 * config.ffn_size * config.d_model /
+                           TimeSeconds(device, [&] { key->forward(x); }) / 1e9);
+      });
     }
-    row.product_gflops_32_rows = Median(rates);
+    for (size_t c = 0; c < counts; ++c) rows[c].product_gflops_32_rows = Median(rates[c]);
   }
-  row.state_bytes = StateBytes(module->NewState(1));
 
   // Batched decode; batch 1 is the batch-1 decode. Sessions start from a
-  // short prefill, so that their states hold something. Batch sizes take
-  // turns by blocks of steps, each block after an untimed step, as in
-  // MeasureBatchedDecode (a batch-1 step right after a batch-32 one would
-  // find its weights evicted from cache).
+  // short prefill, so that their states hold something. Batch sizes and
+  // thread counts take turns by blocks of steps, each block after an untimed
+  // step, as in MeasureBatchedDecode (a batch-1 step right after a batch-32
+  // one would find its weights evicted from cache).
   const size_t n = options.batches.size();
   std::vector<State> states;
   std::vector<torch::Tensor> tokens;  // (B) per batch size
@@ -240,21 +260,26 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
     tokens.push_back(RandomTokens(config, {batch}, device));
   }
   Progress(shape, format, "batched decode");
-  std::vector<std::vector<double>> seconds(n);
+  std::vector<std::vector<std::vector<double>>> seconds(  // [count][batch]
+      counts, std::vector<std::vector<double>>(n));
   for (int r = 0; r < options.repeats; ++r) {
     for (size_t i = 0; i < n; ++i) {
       const size_t k = (r + i) % n;
-      module->ForwardStep(tokens[k], states[k]);
-      for (int64_t step = 0; step < options.decode_steps; ++step) {
-        seconds[k].push_back(
-            TimeSeconds(device, [&] { module->ForwardStep(tokens[k], states[k]); }));
-      }
+      at_each_count(r, [&](size_t c) {
+        module->ForwardStep(tokens[k], states[k]);
+        for (int64_t step = 0; step < options.decode_steps; ++step) {
+          seconds[c][k].push_back(
+              TimeSeconds(device, [&] { module->ForwardStep(tokens[k], states[k]); }));
+        }
+      });
     }
   }
-  for (size_t k = 0; k < n; ++k) {
-    row.batched_tokens_per_s.push_back(options.batches[k] / Median(seconds[k]));
+  for (size_t c = 0; c < counts; ++c) {
+    for (size_t k = 0; k < n; ++k) {
+      rows[c].batched_tokens_per_s.push_back(options.batches[k] / Median(seconds[c][k]));
+    }
+    rows[c].decode_ms = 1e3 / rows[c].batched_tokens_per_s.front();
   }
-  row.decode_ms = 1e3 / row.batched_tokens_per_s.front();
   states.clear();
 
   const int64_t length = options.prefill_tokens;
@@ -264,25 +289,31 @@ Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
     module->ForwardPrefill(prompt.narrow(1, 0, std::min<int64_t>(length, 64)), warm);
   }
   Progress(shape, format, absl::StrCat("chunked prefill of ", length, " tokens"));
-  std::vector<double> rates;
+  std::vector<std::vector<double>> rates(counts);
   for (int r = 0; r < options.prefill_repeats; ++r) {
-    State state = module->NewState(1);
-    rates.push_back(length / TimeSeconds(device, [&] { module->ForwardPrefill(prompt, state); }));
+    at_each_count(r, [&](size_t c) {
+      State state = module->NewState(1);
+      rates[c].push_back(length /
+                         TimeSeconds(device, [&] { module->ForwardPrefill(prompt, state); }));
+    });
   }
-  row.chunked_tokens_per_s = Median(rates);
+  for (size_t c = 0; c < counts; ++c) rows[c].chunked_tokens_per_s = Median(rates[c]);
 
   // Every token's logits are computed, as a recurrent-only engine would.
   const int64_t steps = std::min(options.recurrent_tokens, length);
   Progress(shape, format, absl::StrCat("token-by-token prefill of ", steps, " tokens"));
   std::vector<torch::Tensor> prompt_tokens;  // (1) each, built before the clock starts
   for (int64_t i = 0; i < steps; ++i) prompt_tokens.push_back(prompt.select(1, i));
-  State state = module->NewState(1);
-  row.recurrent_tokens_per_s = steps / TimeSeconds(device, [&] {
-                                 for (const torch::Tensor& token : prompt_tokens) {
-                                   module->ForwardStep(token, state);
-                                 }
-                               });
-  return row;
+  at_each_count(0, [&](size_t c) {
+    State state = module->NewState(1);
+    rows[c].recurrent_tokens_per_s = steps / TimeSeconds(device, [&] {
+                                       for (const torch::Tensor& token : prompt_tokens) {
+                                         module->ForwardStep(token, state);
+                                       }
+                                     });
+  });
+  SetEngineThreads(pool_before);
+  return rows;
 }
 
 }  // namespace linserve

@@ -94,8 +94,12 @@ struct Rwkv7Row {
   double chunked_tokens_per_s = 0;           // median of prefill_repeats
   double recurrent_tokens_per_s = 0;         // one run of ForwardStep over recurrent_tokens
 };
-Rwkv7Row MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
-                      const Rwkv7BenchOptions& options);
+// One row per count of `threads` (the engine pool's size), all from one
+// module: each timing runs at every count in turn. Leaves the pool at its
+// size before.
+std::vector<Rwkv7Row> MeasureRwkv7(const std::string& shape, const Rwkv7Format& format,
+                                   const Rwkv7BenchOptions& options,
+                                   const std::vector<int64_t>& threads);
 
 }  // namespace linserve
 

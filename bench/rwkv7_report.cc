@@ -115,7 +115,8 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBand
   }
   if (pairs.empty()) return;
   absl::PrintF("   Threads: each row's speed against the same shape and dtype at its fewest "
-               "threads, from the tables above (side by side in this run)\n");
+               "threads, from the tables above (one module, every timing taken at each thread "
+               "count in turn)\n");
   Table scaling({"shape", "dtype", "threads", "chunked prefill", "batch-1 decode",
                  absl::StrCat("batch ", batch), "read bandwidth"});
   auto bandwidth_ratio = [&](int threads, int base) -> std::string {
