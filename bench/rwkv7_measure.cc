@@ -244,6 +244,22 @@ std::vector<Rwkv7Row> MeasureRwkv7(const std::string& shape, const Rwkv7Format& 
     }
     for (size_t c = 0; c < counts; ++c) rows[c].product_gflops_32_rows = Median(rates[c]);
   }
+  {
+    Progress(shape, format, "one-row head product");
+    auto q = quantized.find("head.weight");
+    const torch::Tensor& weight = module->head->weight;
+    const int64_t bytes = q != quantized.end()
+                              ? q->second.bytes()
+                              : weight.numel() * static_cast<int64_t>(weight.element_size());
+    const torch::Tensor x = torch::randn({1, 1, config.d_model}, torch::TensorOptions(device));
+    std::vector<std::vector<double>> rates(counts);
+    for (int i = 0; i < 15; ++i) {
+      at_each_count(i, [&](size_t c) {
+        rates[c].push_back(bytes / TimeSeconds(device, [&] { module->head->forward(x); }) / 1e9);
+      });
+    }
+    for (size_t c = 0; c < counts; ++c) rows[c].head_product_gb_per_s = Median(rates[c]);
+  }
 
   // Batched decode; batch 1 is the batch-1 decode. Sessions start from a
   // short prefill, so that their states hold something. Batch sizes and

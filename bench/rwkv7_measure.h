@@ -87,6 +87,10 @@ struct Rwkv7Row {
   // mixing's key matrix, which stays in cache: the compute rate a batch-32
   // step's products can reach at best. Median of 15.
   double product_gflops_32_rows = 0;
+  // One row through the head (V x C, read from memory: 100 MB at the 0.1B
+  // shape in bfloat16), weight bytes per second, median of 15: the rate
+  // batch-1 decode's products read at, without the step's other work.
+  double head_product_gb_per_s = 0;
   int64_t state_bytes = 0;                   // one session
   double init_seconds = 0;                   // allocating and filling the random weights
   double decode_ms = 0;                      // batch 1, median of single steps

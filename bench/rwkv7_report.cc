@@ -118,7 +118,7 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBand
                "threads, from the tables above (one module, every timing taken at each thread "
                "count in turn)\n");
   Table scaling({"shape", "dtype", "threads", "chunked prefill", "batch-1 decode",
-                 absl::StrCat("batch ", batch), "read bandwidth"});
+                 absl::StrCat("batch ", batch), "head, 1 row", "read bandwidth"});
   auto bandwidth_ratio = [&](int threads, int base) -> std::string {
     auto a = bandwidth.pool_read_gb_per_s.find(threads);
     auto b = bandwidth.pool_read_gb_per_s.find(base);
@@ -135,6 +135,9 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBand
                  Ratio(base->decode_ms, row->decode_ms),
                  Ratio(row->batched_tokens_per_s[batch_index],
                        base->batched_tokens_per_s[batch_index]),
+                 absl::StrFormat("%.2fx (%.1f / %.1f GB/s)",
+                                 row->head_product_gb_per_s / base->head_product_gb_per_s,
+                                 row->head_product_gb_per_s, base->head_product_gb_per_s),
                  bandwidth_ratio(row->threads, base->threads)});
   }
   scaling.Print();
@@ -143,7 +146,9 @@ void PrintRwkv7ThreadScaling(const std::vector<Rwkv7Row>& rows, const MemoryBand
   absl::PrintF("   read bandwidth: a sum over %s split over the pool, medians of %d alternated "
                "runs: what a plain read gains from threads, beside batch-1 decode, which reads its "
                "weights once a token (not a ceiling: the machine's bandwidth varies by the "
-               "minute)\n\n",
+               "minute); head, 1 row: one row's product through the head alone, weight bytes "
+               "per second (medians of 15, alternated): what decode's products gain without the "
+               "step's serial work\n\n",
                Bytes(bandwidth.bytes), bandwidth.repeats);
 }
 
@@ -178,6 +183,7 @@ nlohmann::json Rwkv7Json(const std::vector<Rwkv7Row>& rows, const MemoryBandwidt
                          {"bound_ms", BoundMs(row, bandwidth)},
                          {"batched_tokens_per_s", row.batched_tokens_per_s},
                          {"product_gflops_32_rows", row.product_gflops_32_rows},
+                         {"head_product_gb_per_s", row.head_product_gb_per_s},
                          {"batch_ceiling", BatchCeiling(row, bandwidth, o.batches.back())},
                          {"chunked_tokens_per_s", row.chunked_tokens_per_s},
                          {"recurrent_tokens_per_s", row.recurrent_tokens_per_s}});
