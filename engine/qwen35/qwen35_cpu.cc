@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -138,7 +139,8 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
   // Sessions split over the engine's pool; one session alone splits its
   // value heads instead (GdnRun: a call inside a span runs inline).
   ParallelFor(B, 1, [&](int64_t b, int64_t) {
-    std::vector<float> scratch(avx512::kGdnBlock * (C + 2 * Hv));
+    // Not zeroed: GdnRun writes each row before it reads it.
+    const std::unique_ptr<float[]> scratch(new float[avx512::GdnScratchRows(T) * (C + 2 * Hv)]);
     const GdnSession session{
         Data(qkv) + b * T * C,
         Data(z) + b * T * Hv * dv,
@@ -148,9 +150,9 @@ torch::Tensor GatedDeltaNetCpu(const torch::Tensor& qkv, const torch::Tensor& z,
         S.data_ptr<float>() + b * Hv * dv * dk,
         out.data_ptr<float>() + b * T * Hv * dv};
     if (Wide()) {
-      avx512::GdnRun(session, weights, T, d, scratch.data());
+      avx512::GdnRun(session, weights, T, d, scratch.get());
     } else {
-      plain::GdnRun(session, weights, T, d, scratch.data());
+      plain::GdnRun(session, weights, T, d, scratch.get());
     }
   });
   return out;
