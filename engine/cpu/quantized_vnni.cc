@@ -11,9 +11,10 @@
 // the 0.1B RWKV-7 shape's matrices, 256 rows on one core, 4 x 3 ran 490 to
 // 610 GOP/s; 4 x 2 and 3 x 4 up to 8% slower, 2 x 4 up to 20%. One row, the
 // decode case, is memory-bound: it streams C = 4 panels' codes, each
-// panel's contiguous, at the rate of a plain read loop (about 27 GB/s from
-// L3 here), with the next lines prefetched (within noise of none here; kept
-// for CPUs whose prefetchers track fewer streams).
+// panel's contiguous, with the next tile's lines fetched into L2 on the way.
+// From memory (the 0.1B head, 50 MB of int8 codes) that read 27-33 GB/s,
+// the rate of a plain read, against 14-18 GB/s with each panel's lines
+// fetched 1 KB ahead into L1 (bench/RESULTS.md).
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mf16c
 // (engine/cpu/CMakeLists.txt). No standard-library templates and no inline
 // functions of other headers: a copy compiled here for AVX-512 could be the
@@ -33,8 +34,6 @@ constexpr int64_t kPanel = 16;
 constexpr int kRows = 4;        // the largest tile of several rows: 4 x 3
 constexpr int kCols = 3;
 constexpr int kOneRowCols = 4;  // one row: 4 panels
-// How far ahead of the one-row loop its codes are prefetched, per panel.
-constexpr int64_t kPrefetchBytes = 1024;
 // Rows of a block whose activations stay in L2 while its panels pass over
 // them (the codes of a tile's panels are read again for each R rows).
 constexpr int64_t kBlockActivationBytes = int64_t{256} << 10;
@@ -44,6 +43,13 @@ constexpr int64_t kMinRowsPerBlock = 16;
 struct TileArgs {
   const uint8_t* codes;    // the first panel's codes
   int64_t panel_bytes;     // from one panel's codes to the next
+  // One row: from this tile's codes to the next tile's, fetched into L2 on
+  // the way, past the end of a span too. A span here is three one-row
+  // tiles, so stopping at its end left a third of the tiles unfetched: on
+  // the 0.1B RWKV-7 shape that made batch-1 decode 8.2-9.2 ms against
+  // 8.0 at one thread (int8), and 4.6-4.8 against 4.3 at two (int4), where
+  // the next span is as often the other thread's.
+  int64_t ahead;
   const uint16_t* scales;  // the first panel's scales
   int64_t panel_scales;    // from one panel's scales to the next
   int64_t groups;
@@ -101,8 +107,8 @@ void Tile(const TileArgs& a) {
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) {
           _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(block) +
-                                                     c * a.panel_bytes + j * 64 + kPrefetchBytes),
-                       _MM_HINT_T0);
+                                                     c * a.panel_bytes + a.ahead + j * 64),
+                       _MM_HINT_T1);
         }
       }
       if (kInt4) {
@@ -329,6 +335,7 @@ void QuantizedProductVnni(const QuantizedProductArgs& args, int64_t panel_begin,
       TileArgs tile;
       tile.codes = args.codes + p * panel_bytes;
       tile.panel_bytes = panel_bytes;
+      tile.ahead = cols * panel_bytes;
       tile.scales = args.scales + p * groups * kPanel;
       tile.panel_scales = groups * kPanel;
       tile.groups = groups;
