@@ -46,9 +46,10 @@ struct TileArgs {
   // One row: from this tile's codes to the next tile's, fetched into L2 on
   // the way, past the end of a span too. A span here is three one-row
   // tiles, so stopping at its end left a third of the tiles unfetched: on
-  // the 0.1B RWKV-7 shape that made batch-1 decode 8.2-9.2 ms against
-  // 8.0 at one thread (int8), and 4.6-4.8 against 4.3 at two (int4), where
-  // the next span is as often the other thread's.
+  // the 0.1B RWKV-7 shape (medians of five alternated runs) batch-1 decode
+  // took 8.5 against 8.0 ms at one thread in int8, 6.0 against 5.2 in int4,
+  // and 4.6 against 4.3 at two threads in int4, where the next span is as
+  // often the other thread's (int8 at two: 6.7 against 7.0, in the noise).
   int64_t ahead;
   const uint16_t* scales;  // the first panel's scales
   int64_t panel_scales;    // from one panel's scales to the next
