@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_bf16_product.h"
+#include "engine/cpu/engine_threads.h"
 #include "engine/rwkv7/rwkv7.h"
 #include "engine/rwkv7/rwkv7_config.h"
 #include "engine/rwkv7/rwkv7_reference.h"
@@ -540,7 +541,11 @@ TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
       }
       return std::make_pair(logits, state);
     };
+    // The whole prompt on one thread, the pieces on two: the cache's resumes
+    // hold at any pool size.
+    SetEngineThreads(1);
     const auto [whole_logits, whole] = run({5 * L, 5 * L + 7});
+    SetEngineThreads(2);
     for (const std::vector<int64_t>& ends : {std::vector<int64_t>{L, 3 * L, 5 * L, 5 * L + 7},
                                              {4 * L, 5 * L, 5 * L + 7},
                                              {2 * L, 5 * L, 5 * L + 7}}) {
@@ -555,6 +560,7 @@ TEST(Rwkv7PiecesTest, ChunkAlignedPiecesGiveTheSameBitsAsOneCall) {
         }
       }
     }
+    SetEngineThreads(1);
   }
 }
 
