@@ -143,6 +143,7 @@ Qwen35Row MeasureQwen35(const std::string& shape, const Rwkv7Format& format,
     const double batch_s = options.batch * 2.0 * values / (row.product_gflops_32_rows * 1e9) +
                            options.batch * state_bytes / bytes_per_s;
     row.ceiling_ratio = options.batch * bound_1 / batch_s;
+    row.batch_model_seconds = batch_s;
   }
   for (int64_t context : options.cost_contexts) {
     Progress(shape, format, absl::StrCat("decode cost at ", context));
@@ -178,7 +179,9 @@ void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& band
                bandwidth.read_gb_per_s, bandwidth.repeats);
   absl::PrintF("bound: (weights + KV cache read + GDN state read and written) / bandwidth; "
                "ceiling: batch 1 at its bound against the batch's products at the 32-row "
-               "product rate plus its states at the bandwidth\n");
+               "product rate plus its states at the bandwidth (a slow batch 1 raises the "
+               "fraction of it; the step against its modelled time does not depend on batch 1)"
+               "\n");
   for (const Qwen35Row& r : rows) {
     absl::PrintF("\n%s %s, %d thread%s: %.2fB parameters, %.0f MB weights read per token, GDN "
                  "state %.1f MB, KV %.1f KB/token, 32-row product %.0f GFLOP/s\n",
@@ -192,10 +195,13 @@ void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& band
                    r.decode_ms[i] / r.bound_ms[i]);
     }
     const double measured = r.batch_tokens_per_s / r.batch1_tokens_per_s;
+    const double step_ms = 1e3 * options.batch / r.batch_tokens_per_s;
     absl::PrintF("  batch %d at context %d: %.1f tokens/s, batch 1 %.1f: %.2fx; ceiling %.2fx; "
-                 "%.2f of the ceiling\n",
+                 "%.2f of the ceiling; its step %.1f ms against %.1f modelled (%.2f)\n",
                  options.batch, options.batch_context, r.batch_tokens_per_s,
-                 r.batch1_tokens_per_s, measured, r.ceiling_ratio, measured / r.ceiling_ratio);
+                 r.batch1_tokens_per_s, measured, r.ceiling_ratio, measured / r.ceiling_ratio,
+                 step_ms, 1e3 * r.batch_model_seconds,
+                 1e3 * r.batch_model_seconds / step_ms);
     std::vector<std::string> costs;
     for (size_t i = 0; i < options.cost_contexts.size(); ++i) {
       costs.push_back(absl::StrFormat("%d: %.1f ms", options.cost_contexts[i], r.cost_ms[i]));
@@ -249,6 +255,7 @@ nlohmann::json Qwen35Json(const std::vector<Qwen35Row>& rows, const MemoryBandwi
                            {"batch_tokens_per_s", r.batch_tokens_per_s},
                            {"batch1_tokens_per_s", r.batch1_tokens_per_s},
                            {"ceiling_ratio", r.ceiling_ratio},
+                           {"batch_model_seconds", r.batch_model_seconds},
                            {"cost_ms", r.cost_ms},
                            {"prefill_tokens_per_s", r.prefill_tokens_per_s},
                            {"prefill_gflops", r.prefill_gflops}});

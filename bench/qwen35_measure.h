@@ -42,6 +42,10 @@ struct Qwen35Row {
   double batch_tokens_per_s = 0;        // batch `batch` at batch_context
   double batch1_tokens_per_s = 0;       // batch 1 at batch_context
   double ceiling_ratio = 0;             // what the bandwidth and product rate allow batch / batch 1
+  // The batch's step modelled as the ceiling models it (its products at the
+  // 32-row rate, its states at the bandwidth), in seconds: beside the
+  // measured step, a figure that batch 1's own speed does not move.
+  double batch_model_seconds = 0;
   std::vector<double> cost_ms;          // batch 1, per `cost_contexts`
   std::vector<double> prefill_tokens_per_s;  // per `prefill_tokens`
   std::vector<double> prefill_gflops;        // the products' and attention's work / time
