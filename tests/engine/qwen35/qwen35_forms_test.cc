@@ -2,6 +2,7 @@
 // bits of one call, decode gives prefill's bits, a session gives the same
 // bits alone or in a batch, and a saved state continues as the live one.
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -220,6 +221,36 @@ TEST(Qwen35AttentionKernelTest, ABlockOfQueriesGivesTheBitsOfOneQueryAtATime) {
       EXPECT_TRUE(SameBits(step_keys, keys));
     }
   }
+}
+
+// The MLP's SiLU gate against float64: the AVX-512 family computes SiLU 16
+// at a time from exp(-|x|) with a polynomial, the portable one with
+// std::exp. Inputs over the whole useful range, both signs, past where the
+// exponential under- and overflows, zeros and a tail shorter than 16 lanes.
+TEST(Qwen35SiluKernelTest, TheGateIsWithinFourUlpOfFloat64) {
+  torch::manual_seed(4);
+  std::vector<float> special = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-7f, -1e-7f, 0.5f, -0.5f,
+                                20.0f, -20.0f, 87.0f, -87.0f, 88.5f, -88.5f, 100.0f, -100.0f,
+                                1e30f, -1e30f};
+  const torch::Tensor gate =
+      torch::cat({torch::tensor(special), torch::linspace(-110, 110, 4001),
+                  4 * torch::randn({1000})})
+          .contiguous();  // 5,019 values: the last 11 in a masked tail
+  const torch::Tensor up = torch::randn(gate.sizes()).contiguous();
+  const torch::Tensor got = SiluGateCpu(gate, up).to(torch::kFloat64);
+  const torch::Tensor g = gate.to(torch::kFloat64), u = up.to(torch::kFloat64);
+  const torch::Tensor expected = g * torch::sigmoid(g) * u;
+  // Four float32 ulps of the result, and 1e-30 where the value is smaller
+  // still (x e^x for x under -64): there std::exp's own overflow returns 0
+  // for 1e-37 (x = -88.8, the portable family), and beside any other term of
+  // a sum the value rounds away.
+  const torch::Tensor allowed =
+      torch::clamp_min(expected.abs() * (4.0 * std::ldexp(1.0, -23)), 1e-30);
+  const torch::Tensor excess = (got - expected).abs() - allowed;
+  const int64_t worst = excess.argmax().item<int64_t>();
+  EXPECT_LE(excess.max().item<double>(), 0.0)
+      << "gate " << gate[worst].item<float>() << ": got " << got[worst].item<double>()
+      << ", float64 " << expected[worst].item<double>();
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Qwen35FormsTest,
