@@ -34,8 +34,10 @@ State StateAt(Qwen35& module, int64_t batch, int64_t context) {
     for (BlockTable& table : state.tables) {
       for (TensorBlocks& blocks : table.layers[i]) {
         for (int64_t k = 0; k < BlocksFor(context, bs); ++k) {
-          blocks.push_back(
-              torch::randn({c.num_key_value_heads, bs, c.head_dim}).to(module->options().kv_dtype));
+          // In the memory the engine's own blocks take (WritableBlocks).
+          const torch::TensorOptions options(module->options().kv_dtype);
+          blocks.push_back(EmptyStateTensor({c.num_key_value_heads, bs, c.head_dim}, options)
+                               .copy_(torch::randn({c.num_key_value_heads, bs, c.head_dim})));
         }
       }
     }

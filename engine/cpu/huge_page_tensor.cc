@@ -16,6 +16,12 @@ constexpr size_t kHugePage = size_t{2} << 20;
 torch::Tensor EmptyInHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
   const size_t bytes = static_cast<size_t>(c10::multiply_integers(shape)) * c10::elementSize(dtype);
   if (bytes < kHugePage) return torch::empty(shape, dtype);
+  return EmptyInWholeHugePages(shape, dtype);
+}
+
+torch::Tensor EmptyInWholeHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
+  const size_t bytes = static_cast<size_t>(c10::multiply_integers(shape)) * c10::elementSize(dtype);
+  if (bytes == 0) return torch::empty(shape, dtype);
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* memory = std::aligned_alloc(kHugePage, rounded);
   if (memory == nullptr) return torch::empty(shape, dtype);

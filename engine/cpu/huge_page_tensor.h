@@ -23,6 +23,11 @@ namespace linserve {
 // pages when it spans at least one; freed with the tensor.
 torch::Tensor EmptyInHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype);
 
+// The same in whole huge pages whatever its size, the last one's rest
+// unused: for a tensor that is read every step but is smaller than a page
+// (engine/cpu/huge_page_blocks.h shares pages among the smallest ones).
+torch::Tensor EmptyInWholeHugePages(const std::vector<int64_t>& shape, torch::ScalarType dtype);
+
 // One such allocation handed out in pieces, so that matrices smaller than a
 // huge page (the 0.1B shape's 768 x 768 bfloat16 ones, 1.2 MB) get huge
 // pages too. Each piece is a view that keeps the whole buffer alive.

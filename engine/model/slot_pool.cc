@@ -33,7 +33,7 @@ int64_t SlotPool::Join(const State& state) {
         }
         std::vector<int64_t> shape = t.sizes().vec();
         shape[0] = kFirstCapacity;
-        rows.push_back(torch::empty(shape, t.options()));
+        rows.push_back(EmptyStateTensor(shape, t.options()));
       }
       pool_.push_back(std::move(rows));
     }
@@ -123,7 +123,7 @@ void SlotPool::Reserve(int64_t slots) {
       if (!rows.defined()) continue;
       std::vector<int64_t> shape = rows.sizes().vec();
       shape[0] = slots;
-      torch::Tensor bigger = torch::empty(shape, rows.options());
+      torch::Tensor bigger = EmptyStateTensor(shape, rows.options());
       bigger.narrow(0, 0, size()).copy_(rows.narrow(0, 0, size()));
       rows = std::move(bigger);
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/huge_page_blocks.h"
 #include "engine/formats/safetensors.h"
 #include "engine/base/status_macros.h"
 
@@ -86,7 +87,7 @@ TensorBlocks InBlocks(const torch::Tensor& whole, const StateTensorSpec& spec,
   for (int64_t start = 0; start < length; start += block_tokens) {
     std::vector<int64_t> shape = whole.sizes().vec();
     shape[dim] = block_tokens;
-    torch::Tensor block = torch::zeros(shape, whole.options());
+    torch::Tensor block = EmptyStateTensor(shape, whole.options()).zero_();
     const int64_t n = std::min(block_tokens, length - start);
     block.narrow(dim, 0, n).copy_(whole.narrow(dim, start, n));
     blocks.push_back(std::move(block));
@@ -181,6 +182,12 @@ BlockTable Truncated(const BlockTable& table, int64_t position, int64_t block_to
 
 }  // namespace
 
+torch::Tensor EmptyStateTensor(const std::vector<int64_t>& shape,
+                               const torch::TensorOptions& options) {
+  if (!options.device().is_cpu()) return torch::empty(shape, options);
+  return EmptyInSharedHugePages(shape, options.dtype().toScalarType());
+}
+
 int64_t BlocksFor(int64_t position, int64_t block_tokens) {
   return (position + block_tokens - 1) / block_tokens;
 }
@@ -191,10 +198,10 @@ void WritableBlocks(TensorBlocks& blocks, int64_t begin, int64_t end, int64_t bl
   if (static_cast<int64_t>(blocks.size()) > needed) blocks.resize(needed);
   for (int64_t k = begin / block_tokens; k < needed; ++k) {
     if (k >= static_cast<int64_t>(blocks.size())) {
-      blocks.push_back(torch::zeros(block_shape, options));
+      blocks.push_back(EmptyStateTensor(block_shape, options).zero_());
     } else if (blocks[k].use_count() > 1 || blocks[k].storage().use_count() > 1) {
       // Shared with another state (a fork, a snapshot): never written.
-      blocks[k] = blocks[k].clone();
+      blocks[k] = EmptyStateTensor(blocks[k].sizes().vec(), blocks[k].options()).copy_(blocks[k]);
     }
   }
 }

@@ -89,6 +89,12 @@ struct State {
 // which grow with the position.
 int64_t StateBytes(const StateLayout& layout, int64_t position);
 
+// An uninitialised tensor for a state: on the CPU in huge pages, shared
+// among small tensors (engine/cpu/huge_page_blocks.h), since every decode
+// step reads a session's KV blocks and recurrent state from memory.
+torch::Tensor EmptyStateTensor(const std::vector<int64_t>& shape,
+                               const torch::TensorOptions& options);
+
 // Blocks covering positions [0, position).
 int64_t BlocksFor(int64_t position, int64_t block_tokens);
 

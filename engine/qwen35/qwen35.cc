@@ -298,7 +298,7 @@ State Qwen35Impl::NewState(int64_t batch) const {
       }
       std::vector<int64_t> shape = {batch};
       shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
-      layer.push_back(torch::zeros(shape, torch::TensorOptions(spec.dtype)));
+      layer.push_back(EmptyStateTensor(shape, torch::TensorOptions(spec.dtype)).zero_());
     }
     for (BlockTable& table : state.tables) table.layers.emplace_back(specs.size());
     state.layers.push_back(std::move(layer));
