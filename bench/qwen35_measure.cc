@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <torch/types.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/engine_measure.h"
 #include "engine/model/state.h"
+#include "engine/model/weight_matrix.h"
 #include "engine/qwen35/qwen35.h"
 #include "engine/qwen35/qwen35_config.h"
 #include "engine/qwen35/qwen35_random.h"
@@ -113,6 +118,43 @@ Qwen35Row MeasureQwen35(const std::string& shape, const Rwkv7Format& format,
     }
     row.product_gflops_32_rows = Median(rates);
   }
+  {
+    // Each kind's matrices one after another, so that every product reads
+    // from memory as a decode step's do: the bigger kinds' matrices together
+    // exceed the caches at these shapes (the smallest, in_proj_a and _b, do
+    // not, and their rate is mostly the call's own cost).
+    Progress(shape, format, "one-row products by matrix");
+    std::map<std::string, std::vector<WeightMatrixImpl*>> kinds;
+    for (const auto& item : module->named_modules()) {
+      auto* matrix = dynamic_cast<WeightMatrixImpl*>(item.value().get());
+      if (matrix == nullptr) continue;
+      std::string kind = item.key();
+      if (absl::StartsWith(kind, "layers.")) kind = kind.substr(kind.find('.', 7) + 1);
+      kinds[kind].push_back(matrix);
+    }
+    for (const auto& entry : kinds) {
+      const std::vector<WeightMatrixImpl*>& matrices = entry.second;
+      Qwen35Row::ProductKind product{entry.first};
+      std::vector<torch::Tensor> inputs;
+      for (WeightMatrixImpl* m : matrices) {
+        product.bytes += m->quantized.defined() ? m->quantized.bytes()
+                                                : m->weight.numel() * m->weight.element_size();
+        inputs.push_back(torch::randn({1, m->in_features()}));
+      }
+      auto all = [&] {
+        for (size_t i = 0; i < matrices.size(); ++i) matrices[i]->forward(inputs[i]);
+      };
+      all();
+      std::vector<double> seconds;
+      for (int r = 0; r < 2 * options.repeats + 1; ++r) {
+        seconds.push_back(TimeSeconds(torch::kCPU, all));
+      }
+      const double median = Median(seconds);
+      product.gb_per_s = product.bytes / median / 1e9;
+      row.one_row_products_ms += 1e3 * median;
+      row.one_row_products.push_back(product);
+    }
+  }
   const double bytes_per_s = bandwidth.read_gb_per_s * 1e9;
   for (int64_t context : options.contexts) {
     Progress(shape, format, absl::StrCat("batch-1 decode at ", context));
@@ -191,6 +233,13 @@ void PrintQwen35(const std::vector<Qwen35Row>& rows, const MemoryBandwidth& band
                  r.parameters / 1e9,
                  r.weight_bytes_per_token / 1e6, r.gdn_state_bytes / 1e6,
                  r.kv_bytes_per_token / 1e3, r.product_gflops_32_rows);
+    std::vector<std::string> products;
+    for (const Qwen35Row::ProductKind& p : r.one_row_products) {
+      products.push_back(absl::StrFormat("%s %.0f MB %.1f", p.kind, p.bytes / 1e6, p.gb_per_s));
+    }
+    absl::PrintF("  one-row products, GB/s from memory: %s; all %.1f ms (%.1f GB/s)\n",
+                 absl::StrJoin(products, ", "), r.one_row_products_ms,
+                 r.weight_bytes_per_token / r.one_row_products_ms / 1e6);
     for (size_t i = 0; i < options.contexts.size(); ++i) {
       absl::PrintF("  batch-1 decode at context %6d: %7.1f ms, bound %6.1f ms, %.2fx the bound\n",
                    options.contexts[i], r.decode_ms[i], r.bound_ms[i],
@@ -244,6 +293,10 @@ nlohmann::json Qwen35Json(const std::vector<Qwen35Row>& rows, const MemoryBandwi
                         {"batch", options.batch},
                         {"rows", nlohmann::json::array()}};
   for (const Qwen35Row& r : rows) {
+    nlohmann::json products = nlohmann::json::object();
+    for (const Qwen35Row::ProductKind& p : r.one_row_products) {
+      products[p.kind] = {{"bytes", p.bytes}, {"gb_per_s", p.gb_per_s}};
+    }
     out["rows"].push_back({{"shape", r.shape},
                            {"format", Rwkv7FormatName(r.format)},
                            {"threads", r.threads},
@@ -252,6 +305,8 @@ nlohmann::json Qwen35Json(const std::vector<Qwen35Row>& rows, const MemoryBandwi
                            {"gdn_state_bytes", r.gdn_state_bytes},
                            {"kv_bytes_per_token", r.kv_bytes_per_token},
                            {"product_gflops_32_rows", r.product_gflops_32_rows},
+                           {"one_row_products", products},
+                           {"one_row_products_ms", r.one_row_products_ms},
                            {"decode_ms", r.decode_ms},
                            {"bound_ms", r.bound_ms},
                            {"batch_tokens_per_s", r.batch_tokens_per_s},

@@ -37,6 +37,15 @@ struct Qwen35Row {
   int64_t gdn_state_bytes = 0;          // the constant part of a session's state
   int64_t kv_bytes_per_token = 0;       // the KV cache's growth
   double product_gflops_32_rows = 0;    // the MLP's up product over 32 rows: the batch's ceiling
+  // One row through every matrix of a kind ("mlp.up_proj", "lm_head"), in
+  // layer order, from memory: its bytes, and the GB/s they were read at.
+  struct ProductKind {
+    std::string kind;
+    int64_t bytes = 0;
+    double gb_per_s = 0;
+  };
+  std::vector<ProductKind> one_row_products;
+  double one_row_products_ms = 0;       // all of them: a decode step's products alone
   std::vector<double> decode_ms;        // batch 1, per `contexts`
   std::vector<double> bound_ms;         // bytes read (weights, KV, GDN state in and out) / bandwidth
   double batch_tokens_per_s = 0;        // batch `batch` at batch_context

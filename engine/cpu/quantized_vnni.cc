@@ -10,11 +10,8 @@
 // registers (4 x 3: 24 of the 32, with 3 weight lines and a broadcast). On
 // the 0.1B RWKV-7 shape's matrices, 256 rows on one core, 4 x 3 ran 490 to
 // 610 GOP/s; 4 x 2 and 3 x 4 up to 8% slower, 2 x 4 up to 20%. One row, the
-// decode case, is memory-bound: it streams C = 4 panels' codes, each
-// panel's contiguous, with the next tile's lines fetched into L2 on the way.
-// From memory (the 0.1B head, 50 MB of int8 codes) that read 27-33 GB/s,
-// the rate of a plain read, against 14-18 GB/s with each panel's lines
-// fetched 1 KB ahead into L1 (bench/RESULTS.md).
+// decode case, is memory-bound, and takes its own loop (OneRowPanel): one
+// panel at a time, its codes in address order.
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mf16c
 // (engine/cpu/CMakeLists.txt). No standard-library templates and no inline
 // functions of other headers: a copy compiled here for AVX-512 could be the
@@ -33,7 +30,7 @@ namespace {
 constexpr int64_t kPanel = 16;
 constexpr int kRows = 4;        // the largest tile of several rows: 4 x 3
 constexpr int kCols = 3;
-constexpr int kOneRowCols = 4;  // one row: 4 panels
+constexpr int64_t kOneRowAhead = 8192;  // OneRowPanel's 8-bit codes, fetched this far ahead
 // Rows of a block whose activations stay in L2 while its panels pass over
 // them (the codes of a tile's panels are read again for each R rows).
 constexpr int64_t kBlockActivationBytes = int64_t{256} << 10;
@@ -43,13 +40,11 @@ constexpr int64_t kMinRowsPerBlock = 16;
 struct TileArgs {
   const uint8_t* codes;    // the first panel's codes
   int64_t panel_bytes;     // from one panel's codes to the next
-  // One row: from this tile's codes to the next tile's, fetched into L2 on
-  // the way, past the end of a span too. A span here is three one-row
-  // tiles, so stopping at its end left a third of the tiles unfetched: on
-  // the 0.1B RWKV-7 shape (medians of five alternated runs) batch-1 decode
-  // took 8.5 against 8.0 ms at one thread in int8, 6.0 against 5.2 in int4,
-  // and 4.6 against 4.3 at two threads in int4, where the next span is as
-  // often the other thread's (int8 at two: 6.7 against 7.0, in the noise).
+  // A one-row tile (a several-row call's last row): from this tile's codes
+  // to the next tile's, fetched into L2 on the way, past the end of a span
+  // too (when one-row products took these tiles, stopping at a span's end
+  // left a third of them unfetched, and 0.1B RWKV-7 decode took 8.5 against
+  // 8.0 ms in int8, 6.0 against 5.2 in int4).
   int64_t ahead;
   const uint16_t* scales;  // the first panel's scales
   int64_t panel_scales;    // from one panel's scales to the next
@@ -206,13 +201,13 @@ TileFn TileOfPanels(int panels) {
     case 1: return &Tile<R, 1, kInt4, kGroup>;
     case 2: return &Tile<R, 2, kInt4, kGroup>;
     case 3: return &Tile<R, 3, kInt4, kGroup>;
-    default: return &Tile<R, (R == 1 ? kOneRowCols : kCols), kInt4, kGroup>;
+    default: return &Tile<R, kCols, kInt4, kGroup>;
   }
 }
 
 template <bool kInt4, int kGroup>
 TileFn TileOfShape(int rows, int panels) {
-  static_assert(kRows == 4 && kCols <= 4 && kOneRowCols <= 4, "TileOfShape covers 4 x 4");
+  static_assert(kRows == 4 && kCols <= 4, "TileOfShape covers 4 x 4");
   switch (rows) {
     case 1: return TileOfPanels<1, kInt4, kGroup>(panels);
     case 2: return TileOfPanels<2, kInt4, kGroup>(panels);
@@ -226,6 +221,87 @@ TileFn AnyTile(bool int4, int64_t group, int rows, int panels) {
     return group == 64 ? TileOfShape<true, 64>(rows, panels) : TileOfShape<true, 32>(rows, panels);
   }
   return group == 64 ? TileOfShape<false, 64>(rows, panels) : TileOfShape<false, 32>(rows, panels);
+}
+
+// One row through one panel (its first row's args), kInFlight groups at a
+// time. The panel's codes are read in address order, one stream, where a
+// tile of four panels read four interleaved streams: a pure read in that
+// tile's order got 17-22 GB/s against 25-30 in address order, and Qwen3.5
+// 0.8B's int4 products 17.4-18.4 ms a token against 14.2-16.5 this way
+// (bench/RESULTS.md). Each group's int32 sums are their own chain, kInFlight
+// chains in flight, and the float step per group runs in group order: the
+// bits of any tile. 8-bit codes are fetched kOneRowAhead bytes ahead into
+// L2 (without, that product read 12-13 GB/s); 4-bit ones read faster with
+// the hardware's prefetch alone.
+template <bool kInt4, int kGroup, int kInFlight>
+void OneRowPanelGroups(const TileArgs& a, int64_t first_group, __m512& y) {
+  constexpr int kLines = kInt4 ? kGroup / 8 : kGroup / 4;
+  constexpr int kBlockBytes = kLines * 64;
+  constexpr int32_t kZero = kInt4 ? 8 : 128;
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  __m512i sum[kInFlight];
+#pragma GCC unroll 8
+  for (int k = 0; k < kInFlight; ++k) {
+    const int64_t g = first_group + k;
+    const uint8_t* block = a.codes + g * kBlockBytes;
+    const int8_t* x = a.xq + g * kGroup;
+    sum[k] = _mm512_set1_epi32(-kZero * a.xsum[g]);
+#pragma GCC unroll 16
+    for (int j = 0; j < kLines; ++j) {
+      if (!kInt4) {
+        // Past the last panel this names memory beyond the codes: a prefetch
+        // never faults, and the address is formed as an integer.
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(block) +
+                                                   kOneRowAhead + j * 64),
+                     _MM_HINT_T1);
+      }
+      const __m512i line = _mm512_loadu_si512(block + j * 64);
+      if (kInt4) {
+        // The low nibbles hold inputs 8j..8j+3, the high ones 8j+4..8j+7.
+        sum[k] = _mm512_dpbusd_epi32(sum[k], _mm512_and_si512(line, low_nibbles),
+                                     _mm512_set1_epi32(Load32(x + 8 * j)));
+        sum[k] = _mm512_dpbusd_epi32(sum[k],
+                                     _mm512_and_si512(_mm512_srli_epi16(line, 4), low_nibbles),
+                                     _mm512_set1_epi32(Load32(x + 8 * j + 4)));
+      } else {
+        sum[k] = _mm512_dpbusd_epi32(sum[k], line, _mm512_set1_epi32(Load32(x + 4 * j)));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < kInFlight; ++k) {
+    const int64_t g = first_group + k;
+    const __m512 scale = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.scales + g * kPanel)));
+    y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[k]),
+                        _mm512_mul_ps(scale, _mm512_set1_ps(a.xs[g])), y);
+  }
+}
+
+template <bool kInt4, int kGroup>
+void OneRowPanel(const TileArgs& a) {
+  constexpr int kInFlight = 4;
+  __m512 y = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + kInFlight <= a.groups; g += kInFlight) {
+    OneRowPanelGroups<kInt4, kGroup, kInFlight>(a, g, y);
+  }
+  for (; g < a.groups; ++g) OneRowPanelGroups<kInt4, kGroup, 1>(a, g, y);
+  if (a.relu_squared) {
+    // max_ps returns its second operand for a NaN: 0, as the reference.
+    y = _mm512_max_ps(y, _mm512_setzero_ps());
+    y = _mm512_mul_ps(y, y);
+  }
+  if (a.last_outputs == kPanel) {
+    _mm512_storeu_ps(a.y, y);
+  } else {
+    _mm512_mask_storeu_ps(a.y, static_cast<__mmask16>((1u << a.last_outputs) - 1), y);
+  }
+}
+
+TileFn AnyOneRowPanel(bool int4, int64_t group) {
+  if (int4) return group == 64 ? &OneRowPanel<true, 64> : &OneRowPanel<true, 32>;
+  return group == 64 ? &OneRowPanel<false, 64> : &OneRowPanel<false, 32>;
 }
 
 __mmask16 FirstLanes(int64_t count) {
@@ -325,7 +401,31 @@ void QuantizedProductVnni(const QuantizedProductArgs& args, int64_t panel_begin,
   const int64_t padded_in = groups * group;
   const bool int4 = args.shape.kind == WeightQuantization::kInt4;
   const int64_t panel_bytes = int4 ? groups * group * kPanel / 2 : groups * group * kPanel;
-  const int cols = args.rows == 1 ? kOneRowCols : kCols;
+  if (args.rows == 1) {
+    const TileFn panel_fn = AnyOneRowPanel(int4, group);
+    TileArgs tile;
+    tile.panel_bytes = panel_bytes;
+    tile.ahead = 0;
+    tile.panel_scales = groups * kPanel;
+    tile.groups = groups;
+    tile.padded_in = padded_in;
+    tile.y_stride = args.y_stride;
+    tile.relu_squared = args.epilogue == QuantizedEpilogue::kReluSquared;
+    tile.xq = args.x.xq;
+    tile.xs = args.x.xs;
+    tile.xsum = args.x.xsum;
+    for (int64_t p = panel_begin; p < panel_end; ++p) {
+      const int64_t end_output = (p + 1) * kPanel;
+      tile.codes = args.codes + p * panel_bytes;
+      tile.scales = args.scales + p * groups * kPanel;
+      tile.last_outputs =
+          static_cast<int>(end_output <= out ? kPanel : out - (end_output - kPanel));
+      tile.y = args.y + p * kPanel;
+      panel_fn(tile);
+    }
+    return;
+  }
+  const int cols = kCols;
   int64_t block_rows = kBlockActivationBytes / padded_in;
   block_rows = block_rows < kMinRowsPerBlock ? kMinRowsPerBlock : block_rows;
   for (int64_t first = 0; first < args.rows; first += block_rows) {

@@ -16,7 +16,8 @@ bool CanPackForCpu(const torch::Tensor& m, bool transposed) {
   return transposed ? CanPackBf16(m.size(1), m.size(0)) : CanPackBf16(m.size(0), m.size(1));
 }
 
-WeightMatrixImpl::WeightMatrixImpl(int64_t in, int64_t out, torch::ScalarType dtype) : out_(out) {
+WeightMatrixImpl::WeightMatrixImpl(int64_t in, int64_t out, torch::ScalarType dtype)
+    : in_(in), out_(out) {
   // Uninitialised: LoadWeights fills it, or, for 8- and 4-bit weights,
   // drops it untouched (no page of it is ever resident).
   weight = register_parameter("weight", torch::empty({out, in}, dtype), /*requires_grad=*/false);

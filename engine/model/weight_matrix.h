@@ -34,6 +34,7 @@ class WeightMatrixImpl : public torch::nn::Module {
   // neither load weights nor move.
   int64_t CpuBytes() const;
   void PackForCpu(HugePageArena& arena);
+  int64_t in_features() const { return in_; }
 
   torch::Tensor weight;  // (out, in), or packed for the CPU's product: bfloat16
                          // (engine/cpu/cpu_bf16_product.h) or fixed-order
@@ -41,6 +42,7 @@ class WeightMatrixImpl : public torch::nn::Module {
   QuantizedWeight quantized;  // defined when the matrix is stored in 8 or 4 bits
 
  private:
+  int64_t in_;
   int64_t out_;  // outputs: the fixed-order layout pads them to a multiple of 16
 };
 TORCH_MODULE(WeightMatrix);

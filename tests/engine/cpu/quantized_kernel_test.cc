@@ -1,6 +1,7 @@
 // The 8- and 4-bit weight loops (engine/cpu/quantized_kernel.h) against the
 // plain reference loop, bit for bit, at shapes around the groups, the
-// 16-output panels and the tiles (4 rows x 3 panels; one row x 4 panels),
+// 16-output panels and the tiles (4 rows x 3 panels; one row, a panel at a
+// time, four groups in flight),
 // for every row count from 1 to 130; and the quantization itself: the half
 // conversion, the error bounds of the weights' codes, the activations' codes,
 // and what is refused.
