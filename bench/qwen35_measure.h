@@ -48,6 +48,7 @@ struct Qwen35Row {
   double one_row_products_ms = 0;       // all of them: a decode step's products alone
   std::vector<double> decode_ms;        // batch 1, per `contexts`
   std::vector<double> bound_ms;         // bytes read (weights, KV, GDN state in and out) / bandwidth
+  double decode_read_gb_per_s = 0;      // that bandwidth: a plain read between the decode steps
   double batch_tokens_per_s = 0;        // batch `batch` at batch_context
   double batch1_tokens_per_s = 0;       // batch 1 at batch_context
   double ceiling_ratio = 0;             // what the bandwidth and product rate allow batch / batch 1
