@@ -7,7 +7,7 @@
 // states. Each such tensor allocated alone lies in 4 KiB pages, where the
 // hardware's prefetchers stop at every page and each page costs a TLB walk:
 // reading a 0.8B session's float32 cache at context 4,096 (100 MB in 128 KB
-// blocks) ran 11-14 GB/s so, against 20-24 GB/s from huge pages, side by side
+// blocks) ran 10.8-13.3 GB/s so, against 20.1-24.4 from huge pages, side by side
 // on one machine (bench/RESULTS.md). EmptyInHugePages serves the weights,
 // a huge page or more each; this serves the states' smaller tensors, many
 // to a page.
