@@ -23,10 +23,10 @@
 // number of rows or threads, so a row gets the same bits alone as in any
 // batch. Thread-safe.
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/types.h>
 
 namespace linserve {
 
@@ -55,9 +55,18 @@ enum class Bf16Epilogue { kNone, kReluSquared };
 
 // x (..., in) float32 times the packed matrix's transpose: (..., out)
 // float32, the x W^T of the matrix it was packed from, through `epilogue`.
-// Only where HasCpuBf16Product.
+// The loop is the AMX one where the family in force is AMX
+// (engine/cpu/amx_kernel.h), else the AVX-512 one: each family has its own
+// bits, fixed for the process. Only where HasCpuBf16Product.
 torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor& x,
                                 Bf16Epilogue epilogue = Bf16Epilogue::kNone);
+
+// The same through the loop named, for the benchmarks' rows side by side and
+// the tests' bound between the families. kAmx only where ActiveCpuHasAmx().
+enum class Bf16Loop { kAvx512, kAmx };
+torch::Tensor PackedBf16ProductWith(Bf16Loop loop, const torch::Tensor& packed,
+                                    const torch::Tensor& x,
+                                    Bf16Epilogue epilogue = Bf16Epilogue::kNone);
 
 }  // namespace linserve
 

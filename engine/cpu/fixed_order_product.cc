@@ -34,6 +34,7 @@ using ProductFn = void (*)(const FixedOrderArgs&, int64_t, int64_t);
 
 ProductFn Family() {
   switch (ActiveCpuKernels()) {
+    case CpuKernels::kAmx:
     case CpuKernels::kAvx512: return &FixedOrderProductAvx512;
     case CpuKernels::kAvx2: return &FixedOrderProductAvx2;
     case CpuKernels::kPortable: return &FixedOrderProductPortable;

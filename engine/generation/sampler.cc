@@ -108,6 +108,7 @@ struct SamplingKernels {
 const SamplingKernels& Kernels() {
   static const SamplingKernels kernels = [] {
     switch (ActiveCpuKernels()) {
+      case CpuKernels::kAmx:
       case CpuKernels::kAvx512:
         return SamplingKernels{SamplingMaxAvx512, SamplingWeightsAvx512, SamplingSelectAvx512,
                                SamplingMassAtLeastAvx512, SamplingSelectBetweenAvx512};

@@ -52,7 +52,7 @@ struct GdnWeights {
 #undef QWEN35_FAMILY
 #undef QWEN35_WIDE
 
-bool Wide() { return ActiveCpuKernels() == CpuKernels::kAvx512; }
+bool Wide() { return ActiveCpuHasAvx512(); }
 
 const float* Data(const torch::Tensor& t) { return t.data_ptr<float>(); }
 

@@ -102,7 +102,7 @@ void RunTokens(const torch::Tensor& r, const torch::Tensor& w, const torch::Tens
   const int64_t N = S.size(-1), heads = S.numel() / (N * N);  // heads: B * H
   // The AVX-512 loop sums in another order than the plain one: each gives
   // its own bits (docs/DESIGN.md, "What is bit-identical").
-  const bool wide = ActiveCpuKernels() == CpuKernels::kAvx512 && N % 16 == 0;
+  const bool wide = ActiveCpuHasAvx512() && N % 16 == 0;
   const float *r_p = r.data_ptr<float>(), *w_p = w.data_ptr<float>(), *k_p = k.data_ptr<float>();
   const float *v_p = v.data_ptr<float>(), *kk_p = kk.data_ptr<float>(), *a_p = a.data_ptr<float>();
   float *S_p = S.data_ptr<float>(), *y_p = y.data_ptr<float>();

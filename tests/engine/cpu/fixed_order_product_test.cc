@@ -206,6 +206,9 @@ TEST(CpuKernelsTest, ARequestAboveTheCpuIsCapped) {
   EXPECT_EQ(ChooseCpuKernels("auto", CpuKernels::kAvx512), CpuKernels::kAvx512);
   EXPECT_EQ(ChooseCpuKernels(nullptr, CpuKernels::kPortable), CpuKernels::kPortable);
   EXPECT_EQ(ChooseCpuKernels("sse9", CpuKernels::kAvx2), CpuKernels::kAvx2);
+  EXPECT_EQ(ChooseCpuKernels("amx", CpuKernels::kAvx512), CpuKernels::kAvx512);
+  EXPECT_EQ(ChooseCpuKernels("avx512", CpuKernels::kAmx), CpuKernels::kAvx512);
+  EXPECT_EQ(ChooseCpuKernels("auto", CpuKernels::kAmx), CpuKernels::kAmx);
   std::printf("kernel family in force: %s\n", CpuKernelsName(ActiveCpuKernels()));
 }
 

@@ -63,7 +63,7 @@ TEST(QuantizedLinearTest, FamilyInForce) {
   if (forced != nullptr && std::strcmp(forced, "portable") == 0) {
     EXPECT_FALSE(QuantizedProductUsesVnni());
   } else {
-    EXPECT_EQ(QuantizedProductUsesVnni(), ActiveCpuKernels() == CpuKernels::kAvx512 &&
+    EXPECT_EQ(QuantizedProductUsesVnni(), ActiveCpuHasAvx512() &&
                                               __builtin_cpu_supports("avx512vnni"));
   }
   std::printf("quantized product: %s loop\n", QuantizedProductUsesVnni() ? "VNNI" : "portable");
