@@ -26,7 +26,9 @@ struct AmxBf16Args {
   int64_t blocks = 0;
   int64_t pairs = 0;
   // The rows' bfloat16 inputs, `x_stride` values from one row to the next,
-  // x_stride a multiple of 32 and zeros from 2 * pairs up to it.
+  // x_stride a multiple of 32 and zeros from 2 * pairs up to it; then zero
+  // rows up to a whole tile of 16 rows (a multiple of 32 where more than 16
+  // rows are left after the last multiple of 32).
   const uint16_t* x = nullptr;
   int64_t x_stride = 0;
   int64_t rows = 0;

@@ -103,22 +103,11 @@ void PackedBf16ProductAmx(const AmxBf16Args& a, int64_t block_begin, int64_t blo
   if (a.rows <= 0 || block_begin >= block_end) return;
   LoadShapes();
   const int64_t block_stride = a.pairs * 32;
-  // The last row tiles of the call, when fewer than 32 rows are left: their
-  // inputs copied beside zero rows, their sums stored here first.
+  // The last row tiles of the call, when fewer than 32 rows are left (their
+  // inputs padded with zero rows by the caller): sums stored here first.
   const int64_t whole = a.rows / (2 * kTileRows) * (2 * kTileRows);
   const int64_t left = a.rows - whole;
-  alignas(64) static thread_local uint16_t spare_x_small[2 * kTileRows * 1024];
-  uint16_t* spare_x = nullptr;
-  uint16_t* spare_x_heap = nullptr;
   alignas(64) float spare_y[2 * kTileRows * 32];
-  if (left > 0) {
-    const int64_t values = 2 * kTileRows * a.x_stride;
-    spare_x = values <= static_cast<int64_t>(sizeof(spare_x_small) / 2)
-                  ? spare_x_small
-                  : (spare_x_heap = new uint16_t[values]);
-    std::memset(spare_x, 0, values * 2);
-    std::memcpy(spare_x, a.x + whole * a.x_stride, left * a.x_stride * 2);
-  }
   TailTiles tail;
   const int64_t tail_pairs = a.pairs % kPairsPerTile;
   const int64_t range_rows =
@@ -143,8 +132,8 @@ void PackedBf16ProductAmx(const AmxBf16Args& a, int64_t block_begin, int64_t blo
           if (a.relu_squared) ReluSquared(y, a.y_stride, 2 * kTileRows, outputs);
           continue;
         }
-        TilesOf(left > kTileRows, two_blocks)(w, block_stride, a.pairs, &tail, spare_x, a.x_stride,
-                                              spare_y, 32);
+        TilesOf(left > kTileRows, two_blocks)(w, block_stride, a.pairs, &tail,
+                                              a.x + r * a.x_stride, a.x_stride, spare_y, 32);
         if (a.relu_squared) ReluSquared(spare_y, 32, left, outputs);
         for (int64_t i = 0; i < left; ++i) {
           std::memcpy(a.y + (r + i) * a.y_stride + b * 16, spare_y + i * 32, outputs * 4);
@@ -153,7 +142,6 @@ void PackedBf16ProductAmx(const AmxBf16Args& a, int64_t block_begin, int64_t blo
     }
   }
   _tile_release();
-  delete[] spare_x_heap;
 }
 
 double AmxBf16PeakGflops(double seconds) {

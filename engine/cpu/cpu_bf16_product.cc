@@ -134,13 +134,16 @@ torch::Tensor AmxProduct(const torch::Tensor& packed, const torch::Tensor& x_f, 
                          Bf16Epilogue epilogue, torch::Tensor& y) {
   const int64_t blocks = packed.size(0), pairs = packed.size(1), in = pairs * 2;
   const int64_t stride = (in + 31) / 32 * 32;
-  torch::Tensor inputs = torch::empty({rows * stride}, torch::kBFloat16);
+  const int64_t left = rows % 32;
+  const int64_t padded_rows = rows - left + (left == 0 ? 0 : left <= 16 ? 16 : 32);
+  torch::Tensor inputs = torch::empty({padded_rows * stride}, torch::kBFloat16);
   auto* in_p = reinterpret_cast<uint16_t*>(inputs.data_ptr<at::BFloat16>());
   const float* x_p = x_f.data_ptr<float>();
   for (int64_t r = 0; r < rows; ++r) {
     ToBfloat16(x_p + r * in, in, in_p + r * stride);
     std::memset(in_p + r * stride + in, 0, (stride - in) * sizeof(uint16_t));
   }
+  std::memset(in_p + rows * stride, 0, (padded_rows - rows) * stride * sizeof(uint16_t));
   AmxBf16Args args;
   args.w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
   args.blocks = blocks;

@@ -52,7 +52,10 @@ CpuKernels Supported() {
 }  // namespace
 
 CpuKernels ChooseCpuKernels(const char* requested, CpuKernels supported) {
-  CpuKernels wanted = supported;
+  // AMX only when named: its one-row bfloat16 product still reads the
+  // weights at 0.7 to 0.9 of the AVX-512 loop's rate (bench/RESULTS.md), and
+  // batch-1 decode must be no slower where it is the default.
+  CpuKernels wanted = std::min(supported, CpuKernels::kAvx512);
   if (requested != nullptr) {
     if (std::strcmp(requested, "amx") == 0) wanted = CpuKernels::kAmx;
     if (std::strcmp(requested, "avx512") == 0) wanted = CpuKernels::kAvx512;

@@ -9,9 +9,9 @@
 // one family each output is summed in one fixed order whatever the rows, the
 // threads or the BLAS, so the bits hold on any CPU.
 //
-// The family is the best the CPU has, or a lower one named by the
-// environment variable LINSERVE_CPU_KERNELS (amx, avx512, avx2, portable,
-// auto),
+// The family is the best the CPU has short of AMX, which is taken only when
+// named, or the one named by the environment variable LINSERVE_CPU_KERNELS
+// (amx, avx512, avx2, portable, auto),
 // read once at the first call: CI forces each family on one machine that way,
 // and a user can rule out a path. A higher family than the CPU has is not
 // taken. No LibTorch here: the kernels' own files include this header.

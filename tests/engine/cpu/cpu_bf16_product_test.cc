@@ -2,9 +2,9 @@
 // product in float64 from the bfloat16-rounded inputs: row counts around the
 // AVX-512 loop's 4-row tiles and the AMX loop's 16- and 32-row ones, outputs
 // around their 80- and 32-output tiles, inputs that are not whole AMX tiles
-// of 32, one thread and several. The family in force is the CPU's best; ctest
-// runs the binary again with LINSERVE_CPU_KERNELS=avx512, so that a machine
-// with AMX checks both.
+// of 32, one thread and several. ctest runs the binary twice, by default
+// and with LINSERVE_CPU_KERNELS=amx, so that a machine with AMX checks both
+// loops.
 
 #include "engine/cpu/cpu_bf16_product.h"
 
