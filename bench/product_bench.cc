@@ -61,11 +61,11 @@ struct Shape {
 // The default model's (d 256, MLP 512, vocabulary 258) and the 0.1B RWKV-7
 // shape's (C 768, F 3072, a 64-wide low-rank, vocabulary 65,536) products.
 const Shape kShapes[] = {
-    {"default qkv 768x256", 768, 256},        {"default mlp 512x256", 512, 256},
-    {"default proj 256x512", 256, 512},       {"default head 258x256", 258, 256},
-    {"rwkv 0.1b C 768x768", 768, 768},        {"rwkv 0.1b ffn 3072x768", 3072, 768},
-    {"rwkv 0.1b ffn 768x3072", 768, 3072},    {"rwkv 0.1b lora 768x64", 768, 64},
-    {"rwkv 0.1b head 65536x768", 65536, 768},
+    {"default qkv 768x256", 768, 256},   {"default mlp 512x256", 512, 256},
+    {"default proj 256x512", 256, 512},  {"default head 258x256", 258, 256},
+    {"rwkv 0.1b C 768x768", 768, 768},
+    {"rwkv 0.1b ffn 3072x768", 3072, 768}, {"rwkv 0.1b ffn 768x3072", 768, 3072},
+    {"rwkv 0.1b lora 768x64", 768, 64},   {"rwkv 0.1b head 65536x768", 65536, 768},
 };
 
 double MedianSeconds(int repeats, const std::function<void()>& run) {
@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   torch::linear(torch::ones({64, 64}), torch::ones({64, 64}));  // maps the BLAS
   const MachineInfo machine = ReadMachineInfo("cpu");
   absl::PrintF("linserve product benchmark, %s\n", machine.date);
-  absl::PrintF("machine: %d cores, %s; %d engine thread(s)\n", machine.cores, machine.cpu_model,
-               absl::GetFlag(FLAGS_threads));
+  absl::PrintF("machine: %d cores, %s; %d engine thread(s)\n", machine.cores,
+               machine.cpu_model, absl::GetFlag(FLAGS_threads));
   absl::PrintF("BLAS: OpenBLAS kernels %s; fixed-order family %s\n\n",
                machine.openblas_core.empty() ? "(none)" : machine.openblas_core,
                CpuKernelsName(ActiveCpuKernels()));
@@ -157,8 +157,9 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * rows * shape.out * shape.in;
       auto ratio = [&](double other) { return other < 0 ? std::string("-") : Ratio(other, fixed); };
       table.Add({shape.name, absl::StrCat(rows), Micros(fixed), Micros(blas),
-                 chunked < 0 ? "-" : Micros(chunked), mv < 0 ? "-" : Micros(mv), ratio(blas),
-                 ratio(chunked), ratio(mv), absl::StrFormat("%.1f", flops / fixed / 1e9)});
+                 chunked < 0 ? "-" : Micros(chunked), mv < 0 ? "-" : Micros(mv),
+                 ratio(blas), ratio(chunked), ratio(mv),
+                 absl::StrFormat("%.1f", flops / fixed / 1e9)});
     }
   }
   table.Print();

@@ -1,12 +1,13 @@
 #include "engine/cpu/cpu_bf16_product.h"
 
 #include <immintrin.h>
-#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include <torch/types.h>
 
 #include "engine/cpu/amx_kernel.h"
 #include "engine/cpu/cpu_kernels.h"
@@ -57,9 +58,9 @@ __attribute__((target("avx512f,avx512bf16"))) void Tile(const uint16_t* w, int64
       weights[b] = (__m512bh)_mm512_loadu_si512(w + b * block_stride + i * 2 * kBlock);
       // Past the last tile this names memory beyond the matrix: a prefetch
       // never faults, and the address is formed as an integer.
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w) +
-                                                 sizeof(uint16_t) *
-                                                     ((ahead + b) * block_stride + i * 2 * kBlock)),
+      _mm_prefetch(reinterpret_cast<const char*>(
+                       reinterpret_cast<uintptr_t>(w) +
+                       sizeof(uint16_t) * ((ahead + b) * block_stride + i * 2 * kBlock)),
                    _MM_HINT_T1);
     }
 #pragma GCC unroll 8
@@ -101,30 +102,21 @@ using TileFn = void (*)(const uint16_t*, int64_t, int64_t, int64_t, const uint32
 template <int RT, bool kReluSquared>
 TileFn TileOfBlocks(int blocks) {
   switch (blocks) {
-    case 1:
-      return &Tile<RT, 1, kReluSquared>;
-    case 2:
-      return &Tile<RT, 2, kReluSquared>;
-    case 3:
-      return &Tile<RT, 3, kReluSquared>;
-    case 4:
-      return &Tile<RT, 4, kReluSquared>;
-    default:
-      return &Tile<RT, 5, kReluSquared>;
+    case 1: return &Tile<RT, 1, kReluSquared>;
+    case 2: return &Tile<RT, 2, kReluSquared>;
+    case 3: return &Tile<RT, 3, kReluSquared>;
+    case 4: return &Tile<RT, 4, kReluSquared>;
+    default: return &Tile<RT, 5, kReluSquared>;
   }
 }
 
 template <bool kReluSquared>
 TileFn TileOf(int rows, int blocks) {
   switch (rows) {
-    case 1:
-      return TileOfBlocks<1, kReluSquared>(blocks);
-    case 2:
-      return TileOfBlocks<2, kReluSquared>(blocks);
-    case 3:
-      return TileOfBlocks<3, kReluSquared>(blocks);
-    default:
-      return TileOfBlocks<4, kReluSquared>(blocks);
+    case 1: return TileOfBlocks<1, kReluSquared>(blocks);
+    case 2: return TileOfBlocks<2, kReluSquared>(blocks);
+    case 3: return TileOfBlocks<3, kReluSquared>(blocks);
+    default: return TileOfBlocks<4, kReluSquared>(blocks);
   }
 }
 
@@ -204,9 +196,9 @@ torch::Tensor PackedBf16Product(const torch::Tensor& packed, const torch::Tensor
 
 torch::Tensor PackedBf16ProductWith(Bf16Loop loop, const torch::Tensor& packed,
                                     const torch::Tensor& x, Bf16Epilogue epilogue) {
-  TORCH_CHECK(
-      IsPackedBf16(packed) && packed.is_cpu() && packed.is_contiguous() && HasCpuBf16Product(),
-      "PackedBf16Product: a packed CPU matrix on a CPU with AVX-512 BF16");
+  TORCH_CHECK(IsPackedBf16(packed) && packed.is_cpu() && packed.is_contiguous() &&
+                  HasCpuBf16Product(),
+              "PackedBf16Product: a packed CPU matrix on a CPU with AVX-512 BF16");
   TORCH_CHECK(loop == Bf16Loop::kAvx512 || ActiveCpuHasAmx(),
               "PackedBf16Product: the AMX loop where the AMX family is in force");
   const int64_t blocks = packed.size(0), pairs = packed.size(1);
@@ -219,8 +211,8 @@ torch::Tensor PackedBf16ProductWith(Bf16Loop loop, const torch::Tensor& packed,
   if (rows == 0) return y;
   // As few LibTorch calls as possible: at a few rows each costs about as
   // much as the product of a small matrix.
-  const torch::Tensor x_f =
-      x.scalar_type() == torch::kFloat32 ? x.contiguous() : x.to(torch::kFloat32).contiguous();
+  const torch::Tensor x_f = x.scalar_type() == torch::kFloat32 ? x.contiguous()
+                                                              : x.to(torch::kFloat32).contiguous();
   if (loop == Bf16Loop::kAmx) return AmxProduct(packed, x_f, rows, epilogue, y);
   torch::Tensor inputs = torch::empty({rows * in}, torch::kBFloat16);
   ToBfloat16(x_f.data_ptr<float>(), rows * in,
@@ -238,8 +230,8 @@ torch::Tensor PackedBf16ProductWith(Bf16Loop loop, const torch::Tensor& packed,
       const int nb = static_cast<int>(std::min<int64_t>(kBlocksPerTile, blocks - first));
       for (int64_t r = 0; r < rows; r += kRowsPerTile) {
         const int rt = static_cast<int>(std::min<int64_t>(kRowsPerTile, rows - r));
-        const TileFn tile =
-            epilogue == Bf16Epilogue::kReluSquared ? TileOf<true>(rt, nb) : TileOf<false>(rt, nb);
+        const TileFn tile = epilogue == Bf16Epilogue::kReluSquared ? TileOf<true>(rt, nb)
+                                                                   : TileOf<false>(rt, nb);
         tile(w + first * block_stride, block_stride, t + 1 < end ? nb : 0, pairs,
              x_pairs + r * pairs, pairs, y_p + r * out + first * kBlock, out);
       }

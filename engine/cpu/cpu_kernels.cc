@@ -19,11 +19,9 @@ constexpr int kArchRequestComponentPermission = 0x1023;
 constexpr int kTileDataComponent = 18;
 
 // AMX: the CPU's tile, bfloat16 and int8 bits (CPUID leaf 7, EDX 24, 22,
-// 25), the operating system's saving of the tile state (XCR0 bits 17 and
-// 18), and Linux's permission for this process to use the tile data, which
-// it grants once per process for every thread (before it, the first tile
-// instruction faults). GCC 12's __builtin_cpu_supports does not know AMX.
-bool CpuCanRunAmx() {
+// 25) and the operating system's saving of the tile state (XCR0 bits 17
+// and 18). GCC 12's __builtin_cpu_supports does not know AMX.
+bool CpuHasAmx() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
   const unsigned amx = (1u << 22) | (1u << 24) | (1u << 25);
@@ -34,14 +32,21 @@ bool CpuCanRunAmx() {
   uint32_t xcr0_low = 0, xcr0_high = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
   const uint32_t tiles = (1u << 17) | (1u << 18);
-  if ((xcr0_low & tiles) != tiles) return false;
+  return (xcr0_low & tiles) == tiles;
+}
+
+// Linux's permission for this process to use the tile data, granted once
+// for every thread (before it, the first tile instruction faults). Asked
+// only when the AMX family is chosen: a process with it needs signal stacks
+// with room for the 8 KB of tile data.
+bool GrantTileData() {
   return syscall(SYS_arch_prctl, kArchRequestComponentPermission, kTileDataComponent) == 0;
 }
 
 CpuKernels Supported() {
   if (__builtin_cpu_supports("avx512f")) {
     return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
-                   CpuCanRunAmx()
+                   CpuHasAmx()
                ? CpuKernels::kAmx
                : CpuKernels::kAvx512;
   }
@@ -68,12 +73,13 @@ CpuKernels ChooseCpuKernels(const char* requested, CpuKernels supported) {
 CpuKernels ActiveCpuKernels() {
   static const CpuKernels active = [] {
     const char* requested = std::getenv("LINSERVE_CPU_KERNELS");
-    const CpuKernels chosen = ChooseCpuKernels(requested, Supported());
+    CpuKernels chosen = ChooseCpuKernels(requested, Supported());
+    if (chosen == CpuKernels::kAmx && !GrantTileData()) chosen = CpuKernels::kAvx512;
     if (requested != nullptr && *requested != '\0' && std::strcmp(requested, "auto") != 0 &&
         std::strcmp(requested, CpuKernelsName(chosen)) != 0) {
       // Said once, on stderr: the engine has no logger of its own.
-      std::fprintf(stderr, "linserve: LINSERVE_CPU_KERNELS=%s; running the %s kernels\n", requested,
-                   CpuKernelsName(chosen));
+      std::fprintf(stderr, "linserve: LINSERVE_CPU_KERNELS=%s; running the %s kernels\n",
+                   requested, CpuKernelsName(chosen));
     }
     return chosen;
   }();
@@ -97,14 +103,10 @@ bool ActiveCpuHasAvx512Vnni() {
 
 const char* CpuKernelsName(CpuKernels kernels) {
   switch (kernels) {
-    case CpuKernels::kAmx:
-      return "amx";
-    case CpuKernels::kAvx512:
-      return "avx512";
-    case CpuKernels::kAvx2:
-      return "avx2";
-    case CpuKernels::kPortable:
-      return "portable";
+    case CpuKernels::kAmx: return "amx";
+    case CpuKernels::kAvx512: return "avx512";
+    case CpuKernels::kAvx2: return "avx2";
+    case CpuKernels::kPortable: return "portable";
   }
   return "portable";
 }

@@ -1,20 +1,19 @@
 #ifndef LINSERVE_ENGINE_CPU_KERNELS_H_
 #define LINSERVE_ENGINE_CPU_KERNELS_H_
 
-// Which of the engine's own CPU loops run: the AMX ones, the AVX-512 ones,
-// the AVX2 + FMA ones, or the portable C++ ones. AMX is AVX-512 with the
-// matrix products on the tile unit (engine/cpu/amx_kernel.h): every other
-// loop of the AMX family is the AVX-512 one. Each product the batch-invariance contract
+// Which of the engine's own CPU loops run: the AVX-512 ones, the AVX2 + FMA
+// ones, or the portable C++ ones; or AMX, which is AVX-512 with the packed
+// bfloat16 product on the tile unit (engine/cpu/amx_kernel.h) and every
+// other loop the AVX-512 one. Each product the batch-invariance contract
 // covers (docs/DESIGN.md, "What is bit-identical") has all three, and within
 // one family each output is summed in one fixed order whatever the rows, the
 // threads or the BLAS, so the bits hold on any CPU.
 //
 // The family is the best the CPU has short of AMX, which is taken only when
 // named, or the one named by the environment variable LINSERVE_CPU_KERNELS
-// (amx, avx512, avx2, portable, auto),
-// read once at the first call: CI forces each family on one machine that way,
-// and a user can rule out a path. A higher family than the CPU has is not
-// taken. No LibTorch here: the kernels' own files include this header.
+// (amx, avx512, avx2, portable, auto), read once at the first call: CI
+// forces each family on one machine that way, and a user can rule out a
+// path. A higher family than the CPU has is not taken. No LibTorch here: the kernels' own files include this header.
 
 namespace linserve {
 

@@ -8,15 +8,15 @@
 
 #include "engine/cpu/fixed_order_product.h"
 
-#include <gtest/gtest.h>
-#include <torch/types.h>
-#include <torch/utils.h>
-
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/engine_threads.h"
@@ -25,7 +25,7 @@
 namespace linserve {
 namespace {
 
-const std::pair<int64_t, int64_t> kShapes[] = {{1, 1},    {3, 15},   {4, 16}, {5, 17},
+const std::pair<int64_t, int64_t> kShapes[] = {{1, 1}, {3, 15}, {4, 16}, {5, 17},
                                                {17, 100}, {64, 768}, {35, 64}};
 
 // float32 sums of `in` products of unit normals: a few ulps of sqrt(in).
@@ -93,8 +93,7 @@ TEST_P(FixedOrderProductTest, GroupsAreIndependentProducts) {
   const torch::Tensor x = torch::randn({3, 9, 33});
   const torch::Tensor got = FixedOrderGroupLinear(x, weight);
   ASSERT_EQ(got.sizes(), torch::IntArrayRef({3, 9, 20}));
-  for (int64_t g = 0; g < 3; ++g)
-    EXPECT_TRUE(torch::equal(got[g], FixedOrderLinear(x[g], weight[g])));
+  for (int64_t g = 0; g < 3; ++g) EXPECT_TRUE(torch::equal(got[g], FixedOrderLinear(x[g], weight[g])));
 }
 
 TEST_P(FixedOrderProductTest, EmptyAndZeroWidthShapes) {
