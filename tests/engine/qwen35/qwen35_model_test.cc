@@ -170,6 +170,31 @@ TEST_F(Qwen35ModelTest, APureGatedDeltaNetConfigAgreesWithTheReference) {
   EXPECT_LT(RelativeError(Logits(last->begin(), last->end()), expected), 1e-4);
 }
 
+// The GDN convolution's widths: the models' 4 (its taps transposed in
+// registers in the AVX-512 family) and others (gathered there), each
+// against the reference.
+TEST_F(Qwen35ModelTest, ConvolutionsOfEveryWidthAgreeWithTheReference) {
+  for (int64_t width : {2, 3, 4, 5}) {
+    Qwen35Config c = config_;
+    c.linear_conv_kernel_dim = width;
+    const TensorMap weights = RandomQwen35Weights(c, 6);
+    LoadOptions options;
+    options.dtype = torch::kFloat32;
+    absl::StatusOr<std::unique_ptr<Qwen35Model>> model =
+        Qwen35Model::FromTensors(c, weights, Tokenizer::Bytes(c.vocab_size), options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const std::vector<int64_t> prompt = Prompt(24, c.vocab_size);
+    State state = (*model)->NewState();
+    absl::StatusOr<std::vector<float>> last = (*model)->Prefill(state, prompt);
+    ASSERT_TRUE(last.ok()) << last.status();
+    Qwen35Reference reference(c, weights);
+    Qwen35ReferenceState ref_state;
+    const Logits expected = reference.Forward(prompt, ref_state).back();
+    EXPECT_LT(RelativeError(Logits(last->begin(), last->end()), expected), 1e-4)
+        << "width " << width;
+  }
+}
+
 // P1: every RMSNorm but the GDN output norm multiplies by (1 + w).
 TEST_F(Qwen35ModelTest, PitfallZeroCentredNormsTakeOnePlusW) {
   Qwen35ReferenceVariant deviation;
