@@ -30,7 +30,7 @@ namespace {
 constexpr int64_t kPanel = 16;
 constexpr int kRows = 4;        // the largest tile of several rows: 4 x 3
 constexpr int kCols = 3;
-constexpr int64_t kOneRowAhead = 8192;  // OneRowPanel's 8-bit codes, fetched this far ahead
+constexpr int64_t kOneRowAhead = 8192;  // OneRowPanel's codes, fetched this far ahead
 // Rows of a block whose activations stay in L2 while its panels pass over
 // them (the codes of a tile's panels are read again for each R rows).
 constexpr int64_t kBlockActivationBytes = int64_t{256} << 10;
@@ -241,10 +241,12 @@ TileFn AnyTile(bool int4, int64_t group, int rows, int panels) {
 // 0.8B's int4 products 17.4-18.4 ms a token against 14.2-16.5 this way
 // (bench/RESULTS.md). Each group's int32 sums are their own chain, kInFlight
 // chains in flight, and the float step per group runs in group order: the
-// bits of any tile. 8-bit codes are fetched kOneRowAhead bytes ahead into
-// L1 (without, Qwen3.5 0.8B's int8 products read 12-13 GB/s; into L2 they
-// took 31.0 ms a token against 28.4-28.5 into L1, alternated); 4-bit ones
-// read faster with the hardware's prefetch alone.
+// bits of any tile. Codes are fetched kOneRowAhead bytes ahead into L1
+// (without, Qwen3.5 0.8B's int8 products read 12-13 GB/s; into L2 they took
+// 31.0 ms a token against 28.4-28.5 into L1, alternated). 4-bit groups take
+// 8 in flight, 8-bit ones 4: on the 0.8B shape's 4-bit head (127 MB) one
+// row read 27.4 GB/s that way against 21.5 with 4 in flight and no fetch,
+// the hardware's prefetch alone (a plain read 28.2; bench/RESULTS.md).
 template <bool kInt4, int kGroup, int kInFlight>
 void OneRowPanelGroups(const TileArgs& a, int64_t first_group, __m512& y) {
   constexpr int kLines = kInt4 ? kGroup / 8 : kGroup / 4;
@@ -260,13 +262,11 @@ void OneRowPanelGroups(const TileArgs& a, int64_t first_group, __m512& y) {
     sum[k] = _mm512_set1_epi32(-kZero * a.xsum[g]);
 #pragma GCC unroll 16
     for (int j = 0; j < kLines; ++j) {
-      if (!kInt4) {
-        // Past the last panel this names memory beyond the codes: a prefetch
-        // never faults, and the address is formed as an integer.
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(block) +
-                                                   kOneRowAhead + j * 64),
-                     _MM_HINT_T0);
-      }
+      // Past the last panel this names memory beyond the codes: a prefetch
+      // never faults, and the address is formed as an integer.
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(block) +
+                                                 kOneRowAhead + j * 64),
+                   _MM_HINT_T0);
       const __m512i line = _mm512_loadu_si512(block + j * 64);
       if (kInt4) {
         // The low nibbles hold inputs 8j..8j+3, the high ones 8j+4..8j+7.
@@ -292,7 +292,7 @@ void OneRowPanelGroups(const TileArgs& a, int64_t first_group, __m512& y) {
 
 template <bool kInt4, int kGroup>
 void OneRowPanel(const TileArgs& a) {
-  constexpr int kInFlight = 4;
+  constexpr int kInFlight = kInt4 ? 8 : 4;
   __m512 y = _mm512_setzero_ps();
   int64_t g = 0;
   for (; g + kInFlight <= a.groups; g += kInFlight) {

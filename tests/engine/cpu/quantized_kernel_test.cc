@@ -388,10 +388,11 @@ TEST(QuantizeActivationsTest, TheVnniLoopGivesTheSameBits) {
 }
 
 // Around every edge: outputs around the panels and the 3- and 4-panel
-// tiles, inputs around the groups.
-const std::pair<int64_t, int64_t> kShapes[] = {{1, 1},   {15, 31}, {16, 32},  {17, 33},
+// tiles, inputs around the groups; the last two have whole runs of the
+// one-row loop's groups in flight (8 of 4-bit, 4 of 8-bit) and a tail.
+const std::pair<int64_t, int64_t> kShapes[] = {{1, 1},    {15, 31}, {16, 32},  {17, 33},
                                                {37, 100}, {48, 64}, {65, 127}, {113, 200},
-                                               {200, 96}};
+                                               {200, 96}, {33, 300}, {20, 1000}};
 
 TEST(QuantizedProductTest, EveryFamilyEqualsTheReferenceBitForBit) {
   for (WeightQuantization kind : kKinds) {
