@@ -86,13 +86,16 @@ void Tile(const TileArgs& a) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) y[r][c] = _mm512_setzero_ps();
   }
+  const uint8_t* fetch = a.fetch;
+  int64_t owed = 0;
   for (int64_t g = 0; g < a.groups; ++g) {
     const uint8_t* block = a.codes + g * kBlockBytes;
     const int8_t* x = a.xq + g * kGroup;
     if (R > 1) {
-      for (int64_t l = g * a.fetch_lines / a.groups; l < (g + 1) * a.fetch_lines / a.groups; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(a.fetch) + l * 64),
-                     _MM_HINT_T1);
+      // fetch_lines / groups lines a group, the remainder carried.
+      for (owed += a.fetch_lines; owed >= a.groups; owed -= a.groups) {
+        _mm_prefetch(reinterpret_cast<const char*>(fetch), _MM_HINT_T1);
+        fetch += 64;
       }
     }
     __m512i sum[R][C][kChains];
@@ -457,9 +460,11 @@ void QuantizedProductVnni(const QuantizedProductArgs& args, int64_t panel_begin,
       tile.last_outputs =
           static_cast<int>(end_output <= out ? kPanel : out - (end_output - kPanel));
       tile.relu_squared = args.epilogue == QuantizedEpilogue::kReluSquared;
-      // The next tile's codes, a share in each pass of several rows: read
-      // from memory at the first pass alone, a tile of 32 rows spent about
-      // a third of its time waiting for them.
+      // The next tile's codes, a share in each pass of several rows, where
+      // the hardware's prefetch alone left the first pass waiting on memory:
+      // 32 rows through 32 matrices of 3584 x 1024 in 8 bits ran about 525
+      // GFLOP/s from memory that way, 577-597 this way, 657 from the caches
+      // (bench/RESULTS.md).
       const int64_t next_tile_lines = cols * panel_bytes / 64;
       const int64_t passes = (last_row - first + kRows - 1) / kRows;
       for (int64_t r = first; r < last_row; r += kRows) {
