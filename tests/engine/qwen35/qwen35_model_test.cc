@@ -148,26 +148,39 @@ TEST_F(Qwen35ModelTest, Greedy32TokensEqualTheReferences) {
   EXPECT_EQ(fast_tokens, ref_tokens) << "smallest greedy margin " << smallest_margin;
 }
 
+// The float32 model of `config` and `weights`: its prefill's last logits
+// against the reference's, the largest relative error; the model itself
+// through `model` (null when it did not load: a test failure is recorded).
+double PrefillErrorAgainstReference(const Qwen35Config& config, const TensorMap& weights,
+                                    int64_t prompt_tokens,
+                                    std::unique_ptr<Qwen35Model>* model = nullptr) {
+  LoadOptions options;
+  options.dtype = torch::kFloat32;
+  absl::StatusOr<std::unique_ptr<Qwen35Model>> loaded =
+      Qwen35Model::FromTensors(config, weights, Tokenizer::Bytes(config.vocab_size), options);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return 1e9;
+  const std::vector<int64_t> prompt = Prompt(prompt_tokens, config.vocab_size);
+  State state = (*loaded)->NewState();
+  absl::StatusOr<std::vector<float>> last = (*loaded)->Prefill(state, prompt);
+  EXPECT_TRUE(last.ok()) << last.status();
+  if (!last.ok()) return 1e9;
+  Qwen35Reference reference(config, weights);
+  Qwen35ReferenceState ref_state;
+  const Logits expected = reference.Forward(prompt, ref_state).back();
+  if (model != nullptr) *model = *std::move(loaded);
+  return RelativeError(Logits(last->begin(), last->end()), expected);
+}
+
 // A config whose every layer is linear_attention takes the same path: its
 // state has no KV cache and the logits agree with the reference.
 TEST_F(Qwen35ModelTest, APureGatedDeltaNetConfigAgreesWithTheReference) {
   Qwen35Config pure = config_;
   pure.layer_types.assign(pure.num_hidden_layers, Qwen35LayerKind::kLinearAttention);
-  const TensorMap weights = RandomQwen35Weights(pure, 5);
-  LoadOptions options;
-  options.dtype = torch::kFloat32;
-  absl::StatusOr<std::unique_ptr<Qwen35Model>> model =
-      Qwen35Model::FromTensors(pure, weights, Tokenizer::Bytes(pure.vocab_size), options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_FALSE((*model)->StateGrowsWithPosition());
-  const std::vector<int64_t> prompt = Prompt(48, pure.vocab_size);
-  State state = (*model)->NewState();
-  absl::StatusOr<std::vector<float>> last = (*model)->Prefill(state, prompt);
-  ASSERT_TRUE(last.ok()) << last.status();
-  Qwen35Reference reference(pure, weights);
-  Qwen35ReferenceState ref_state;
-  const Logits expected = reference.Forward(prompt, ref_state).back();
-  EXPECT_LT(RelativeError(Logits(last->begin(), last->end()), expected), 1e-4);
+  std::unique_ptr<Qwen35Model> model;
+  EXPECT_LT(PrefillErrorAgainstReference(pure, RandomQwen35Weights(pure, 5), 48, &model), 1e-4);
+  ASSERT_NE(model, nullptr);
+  EXPECT_FALSE(model->StateGrowsWithPosition());
 }
 
 // The GDN convolution's widths: the models' 4 (its taps transposed in
@@ -177,20 +190,7 @@ TEST_F(Qwen35ModelTest, ConvolutionsOfEveryWidthAgreeWithTheReference) {
   for (int64_t width : {2, 3, 4, 5}) {
     Qwen35Config c = config_;
     c.linear_conv_kernel_dim = width;
-    const TensorMap weights = RandomQwen35Weights(c, 6);
-    LoadOptions options;
-    options.dtype = torch::kFloat32;
-    absl::StatusOr<std::unique_ptr<Qwen35Model>> model =
-        Qwen35Model::FromTensors(c, weights, Tokenizer::Bytes(c.vocab_size), options);
-    ASSERT_TRUE(model.ok()) << model.status();
-    const std::vector<int64_t> prompt = Prompt(24, c.vocab_size);
-    State state = (*model)->NewState();
-    absl::StatusOr<std::vector<float>> last = (*model)->Prefill(state, prompt);
-    ASSERT_TRUE(last.ok()) << last.status();
-    Qwen35Reference reference(c, weights);
-    Qwen35ReferenceState ref_state;
-    const Logits expected = reference.Forward(prompt, ref_state).back();
-    EXPECT_LT(RelativeError(Logits(last->begin(), last->end()), expected), 1e-4)
+    EXPECT_LT(PrefillErrorAgainstReference(c, RandomQwen35Weights(c, 6), 24), 1e-4)
         << "width " << width;
   }
 }
