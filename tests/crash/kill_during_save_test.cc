@@ -79,24 +79,38 @@ Saver StartSaver(const fs::path& dir) {
   return saver;
 }
 
-// The helper's "ready N" line: N temporaries removed at start; -1 on failure.
-int ReadReady(int fd) {
+// One line of the helper's stdout, without its newline; "" on failure (the
+// deadline only bounds a helper that never writes).
+std::string ReadLine(int fd) {
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!absl::EndsWith(line, "\n")) {
     pollfd p{fd, POLLIN, 0};
-    if (std::chrono::steady_clock::now() > deadline || ::poll(&p, 1, 100) < 0) return -1;
+    if (std::chrono::steady_clock::now() > deadline || ::poll(&p, 1, 100) < 0) return "";
     if ((p.revents & (POLLIN | POLLHUP)) == 0) continue;
     char c;
-    if (::read(fd, &c, 1) != 1) return -1;
+    if (::read(fd, &c, 1) != 1) return "";
     line.push_back(c);
   }
+  line.pop_back();
+  return line;
+}
+
+// The helper's "ready N" line: N temporaries removed at start; -1 on failure.
+int ReadReady(int fd) {
+  const std::string line = ReadLine(fd);
   int removed = -1;
-  if (!absl::StartsWith(line, "ready ") ||
-      !absl::SimpleAtoi(absl::StripSuffix(line.substr(6), "\n"), &removed)) {
-    return -1;
-  }
+  if (!absl::StartsWith(line, "ready ") || !absl::SimpleAtoi(line.substr(6), &removed)) return -1;
   return removed;
+}
+
+// Reads the helper's lines up to its "saved N" line; false on failure.
+bool WaitForSave(int fd, int n) {
+  const std::string wanted = "saved " + std::to_string(n);
+  for (std::string line = ReadLine(fd); !line.empty(); line = ReadLine(fd)) {
+    if (line == wanted) return true;
+  }
+  return false;
 }
 
 TEST(KillDuringSaveTest, TheFileIsAlwaysExactlyTheOldOrTheNewState) {
@@ -142,6 +156,13 @@ TEST(KillDuringSaveTest, TheFileIsAlwaysExactlyTheOldOrTheNewState) {
     const int removed = ReadReady(saver.out);
     // Starting removed exactly what the previous kill left.
     EXPECT_EQ(removed, left_behind) << "iteration " << i;
+    // Every other kill comes after one of the helper's saves has ended, its
+    // first (A) or its second (B) in turn, so that both files are seen
+    // however long a save takes on a loaded machine: with the delay alone,
+    // all 200 kills of one run landed before the second save ended.
+    if (i % 2 == 1) {
+      ASSERT_TRUE(WaitForSave(saver.out, i % 4 == 1 ? 2 : 1)) << "iteration " << i;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
     ::kill(saver.pid, SIGKILL);
     int status = 0;

@@ -4,7 +4,8 @@
 // moments and checks what is left.
 //
 // Prints "ready REMOVED" on stdout once the store is open (REMOVED: the
-// temporaries of earlier, killed saves that opening the store removed).
+// temporaries of earlier, killed saves that opening the store removed), then
+// "saved N" after its N-th save (A first, so an even N left B).
 
 #include <unistd.h>
 
@@ -33,5 +34,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", saved.ToString().c_str());
       return 1;
     }
+    std::printf("saved %llu\n", static_cast<unsigned long long>(i + 1));
+    std::fflush(stdout);
   }
 }
