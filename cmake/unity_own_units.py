@@ -76,9 +76,10 @@ def units_alone(sources, in_headers):
                 if names[a][1] & names[b][0] or names[b][1] & names[a][0]:
                     clashes[a].add(b)
                     clashes[b].add(a)
-        for _, f in (a for a in alone if a[0] == target):
-            for other in clashes.pop(f, set()):
-                clashes[other].discard(f)
+        for alone_target, f in alone:
+            if alone_target == target:
+                for other in clashes.pop(f, set()):
+                    clashes[other].discard(f)
         while any(clashes.values()):
             worst = max(clashes, key=lambda f: (len(clashes[f]), f))
             alone.append((target, worst))
