@@ -2,9 +2,11 @@
 #include "engine/jinja/jinja_builtin_helpers.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace linserve::jinja {
@@ -222,6 +224,22 @@ Value Items(const Value& v) {
   return Value::MakeList(std::move(out));
 }
 
+namespace {
+
+// A path part that names a list item: all digits. One past size_t's range is
+// past any list's end, so it reads as the largest index.
+bool IsListIndex(const std::string& part, size_t* index) {
+  if (part.empty() || !std::all_of(part.begin(), part.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
+    return false;
+  }
+  if (!absl::SimpleAtoi(part, index)) *index = SIZE_MAX;
+  return true;
+}
+
+}  // namespace
+
 // `attribute` of an item: a dotted path, as Jinja's make_attrgetter reads it.
 Value Attribute(const Value& item, const std::string& path) {
   Value current = item;
@@ -233,10 +251,7 @@ Value Attribute(const Value& item, const std::string& path) {
     if (current.is_dict()) {
       const Value* found = current.dict().Find(part);
       current = found == nullptr ? Value() : *found;
-    } else if (current.is_list() && !part.empty() &&
-               std::all_of(part.begin(), part.end(),
-                           [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-      size_t i = std::stoul(part);
+    } else if (size_t i = 0; current.is_list() && IsListIndex(part, &i)) {
       current = i < current.list().size() ? current.list()[i] : Value();
     } else {
       current = Value();

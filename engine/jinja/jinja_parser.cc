@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace linserve::jinja {
@@ -505,6 +506,23 @@ class Parser {
     ExpectPunct(")");
   }
 
+  // Python's integers have no bound; ours are 64-bit, so a longer literal is
+  // refused at load rather than wrapped.
+  int64_t IntegerLiteral() {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(Peek().text, &value)) Fail("an integer out of range");
+    Next();
+    return value;
+  }
+
+  // As in Python, a float literal beyond the range is infinity, below it zero.
+  double FloatLiteral() {
+    double value = 0;
+    if (!absl::SimpleAtod(Peek().text, &value)) Fail("a malformed float");
+    Next();
+    return value;
+  }
+
   ExprPtr ParsePrimaryWithPostfix(bool calls) {
     ExprPtr node = ParsePrimary();
     while (true) {
@@ -515,7 +533,7 @@ class Parser {
           e->kind = Expr::Kind::kIndex;
           e->children.push_back(std::move(node));
           auto index = NewExpr(Expr::Kind::kLiteral);
-          index->literal = Value::Int(std::stoll(Next().text));
+          index->literal = Value::Int(IntegerLiteral());
           e->children.push_back(std::move(index));
         } else {
           e->name = TakeName();
@@ -577,16 +595,12 @@ class Parser {
       }
       case Token::Kind::kInteger: {
         auto e = NewExpr(Expr::Kind::kLiteral);
-        try {
-          e->literal = Value::Int(std::stoll(Next().text));
-        } catch (const std::out_of_range&) {
-          Fail("an integer out of range");
-        }
+        e->literal = Value::Int(IntegerLiteral());
         return e;
       }
       case Token::Kind::kFloat: {
         auto e = NewExpr(Expr::Kind::kLiteral);
-        e->literal = Value::Float(std::stod(Next().text));
+        e->literal = Value::Float(FloatLiteral());
         return e;
       }
       case Token::Kind::kName: {

@@ -213,6 +213,18 @@ TEST(JinjaTemplateTest, RenderingLimitsAreErrorsNamingTheLimit) {
   EXPECT_EQ(raising->Render(Json::object()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Found by fuzz_jinja: literals past int64 and double threw out of the parser.
+TEST(JinjaTemplateTest, NumbersPastTheirRangeAreRefusedOrReadAsPythonReadsThem) {
+  ExpectAll({
+      {"{{ 99999999999999999999 }}", "PARSE: template line 1: an integer out of range"},
+      {"{{ x.99999999999999999999 }}", "PARSE: template line 1: an integer out of range"},
+      {"{{ 9223372036854775807 }}", "9223372036854775807"},
+      {"{{ 1e999 }}|{{ -1e999 }}|{{ 1e-999 }}|{{ 1.5e3 }}", "inf|-inf|0.0|1500.0"},
+      {"{{ [[1, 2]]|map(attribute='1')|list }}", "[2]"},
+      {"{{ ([[1, 2]]|map(attribute='99999999999999999999999')|first) is defined }}", "False"},
+  });
+}
+
 TEST(JinjaTemplateTest, ContextValuesAreDataNeverParsed) {
   Json context = {{"content", "{{ raise_exception('injected') }}{% for x in y %}"}};
   EXPECT_EQ(Render("[{{ content }}]", context),
