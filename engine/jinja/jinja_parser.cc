@@ -1,6 +1,5 @@
 #include "engine/jinja/jinja_parser.h"
 
-#include <stdexcept>
 #include <string>
 #include <utility>
 
