@@ -72,7 +72,7 @@ std::unique_ptr<ByteSource> MemoryByteSource(std::string_view bytes) {
   return std::make_unique<MemorySource>(bytes);
 }
 
-absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileByteSource(const std::string& path) {
+absl::StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open '", path, "'"));
   struct stat st;
@@ -83,10 +83,16 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileByteSource(const std::string
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    // A directory or device has no size to check the archive's offsets against.
+    // A directory or device has no size to check a file's offsets against.
     return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
   }
-  return std::make_unique<FileSource>(fd, static_cast<uint64_t>(st.st_size), path);
+  return OpenedFile{fd, static_cast<uint64_t>(st.st_size)};
+}
+
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileByteSource(const std::string& path) {
+  absl::StatusOr<OpenedFile> file = OpenRegularFile(path);
+  if (!file.ok()) return file.status();
+  return std::make_unique<FileSource>(file->fd, file->size, path);
 }
 
 }  // namespace linserve

@@ -35,6 +35,14 @@ class ByteSource {
 // A view of caller-owned memory, which must outlive the source.
 std::unique_ptr<ByteSource> MemoryByteSource(std::string_view bytes);
 
+// `path` opened read-only (close-on-exec), with its size, where it is a
+// regular file; the caller closes `fd`. Errors name the path.
+struct OpenedFile {
+  int fd = -1;
+  uint64_t size = 0;
+};
+absl::StatusOr<OpenedFile> OpenRegularFile(const std::string& path);
+
 // An open file read with pread; `path` appears in messages.
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileByteSource(const std::string& path);
 

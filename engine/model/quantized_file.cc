@@ -1,8 +1,6 @@
 #include "engine/model/quantized_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/base/error_text.h"
 #include "engine/base/sha256.h"
+#include "engine/base/status_macros.h"
 #include "engine/formats/byte_source.h"
 #include "engine/model/language_model.h"
 #include "nlohmann/json.hpp"
@@ -25,17 +25,6 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 // Problems listed in one message at most: a wholly wrong file is one error.
 constexpr size_t kMaxReported = 6;
-// Keeps messages readable when a hostile file holds huge strings.
-constexpr size_t kMaxQuoted = 80;
-
-std::string Quoted(const std::string& text) {
-  return absl::StrCat("'", text.substr(0, kMaxQuoted), text.size() > kMaxQuoted ? "...'" : "'");
-}
-
-template <typename... Args>
-absl::Status Invalid(const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(args...));
-}
 
 // safetensors' names for the dtypes these files hold.
 std::string DtypeLabel(torch::ScalarType dtype) {
@@ -53,10 +42,6 @@ std::string DtypeLabel(torch::ScalarType dtype) {
   }
 }
 
-std::string ShapeLabel(c10::IntArrayRef shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
 // The codes' and scales' dtypes and sizes for `shape`; empty when they fit.
 std::string CheckQuantizedTensors(const std::string& name, const QuantizedShape& shape,
                                   const torch::Tensor& codes, const torch::Tensor& scales) {
@@ -71,22 +56,26 @@ std::string CheckQuantizedTensors(const std::string& name, const QuantizedShape&
   const std::vector<int64_t> scale_shape = {shape.panels(), shape.groups(), 16};
   if (scales.scalar_type() != torch::kFloat16 || scales.sizes() != c10::IntArrayRef(scale_shape)) {
     return absl::StrCat("tensor '", name, kQuantizedScalesSuffix, "' is ",
-                        QuantizedFileTensorLabel(scales), ", expected F16", ShapeLabel(scale_shape),
-                        " for ", what);
+                        QuantizedFileTensorLabel(scales), ", expected F16",
+                        QuantizedFileShapeLabel(scale_shape), " for ", what);
   }
   return "";
 }
 
 }  // namespace
 
+std::string QuantizedFileShapeLabel(c10::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
 std::string QuantizedFileTensorLabel(const torch::Tensor& tensor) {
-  return DtypeLabel(tensor.scalar_type()) + ShapeLabel(tensor.sizes());
+  return DtypeLabel(tensor.scalar_type()) + QuantizedFileShapeLabel(tensor.sizes());
 }
 
 absl::Status QuantizedFileProblems(const std::vector<std::string>& problems) {
   if (problems.empty()) return absl::OkStatus();
   const size_t shown = std::min(problems.size(), kMaxReported);
-  return Invalid(
+  return InvalidArgument(
       absl::StrJoin(problems.begin(), problems.begin() + shown, "; "),
       problems.size() > shown ? absl::StrCat("; and ", problems.size() - shown, " more") : "");
 }
@@ -133,12 +122,12 @@ absl::Status SplitQuantizedTensors(const TensorMap& tensors,
     auto scales = tensors.find(name + kQuantizedScalesSuffix);
     if (codes == tensors.end() && scales == tensors.end()) {
       if (self == tensors.end()) {
-        problems.push_back(
-            absl::StrCat("missing tensor '", name, "' (", ShapeLabel(shape), " by the config)"));
+        problems.push_back(absl::StrCat("missing tensor '", name, "' (",
+                                        QuantizedFileShapeLabel(shape), " by the config)"));
       } else if (self->second.sizes() != c10::IntArrayRef(shape)) {
-        problems.push_back(absl::StrCat("tensor '", name, "' is ",
-                                        QuantizedFileTensorLabel(self->second),
-                                        ", but the config makes it ", ShapeLabel(shape)));
+        problems.push_back(
+            absl::StrCat("tensor '", name, "' is ", QuantizedFileTensorLabel(self->second),
+                         ", but the config makes it ", QuantizedFileShapeLabel(shape)));
       } else {
         plain.emplace(name, self->second);
       }
@@ -177,8 +166,8 @@ absl::Status SplitQuantizedTensors(const TensorMap& tensors,
       if (absl::EndsWith(base, suffix)) base.resize(base.size() - suffix.size());
     }
     if (!shapes.count(base)) {
-      problems.push_back(
-          absl::StrCat("unexpected tensor ", Quoted(name), " ", QuantizedFileTensorLabel(tensor)));
+      problems.push_back(absl::StrCat("unexpected tensor ", QuotedExcerpt(name), " ",
+                                      QuantizedFileTensorLabel(tensor)));
     }
   }
   return QuantizedFileProblems(problems);
@@ -224,19 +213,22 @@ std::vector<std::string> QuantizedModuleProblems(
 absl::Status CheckQuantizedFileAsked(const LoadOptions& options, WeightQuantization quantization,
                                      int64_t group, const std::string& holds) {
   if (!options.device.is_cpu()) {
-    return Invalid(holds, ", which are for the CPU, not ", options.device.str());
+    return InvalidArgument(holds, ", which are for the CPU, not ", options.device.str());
   }
   if (options.quantization == WeightQuantization::kNone && options.dtype.has_value()) {
-    return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
-                   " weights were asked for: serve it without a dtype, or serve the float model");
+    return InvalidArgument(
+        holds, ", but ", ComputeDtypeName(*options.dtype),
+        " weights were asked for: serve it without a dtype, or serve the float model");
   }
   if (options.quantization != WeightQuantization::kNone && options.quantization != quantization) {
-    return Invalid(holds, ", but ", WeightQuantizationName(options.quantization),
-                   " was asked for: serve it without a dtype, or quantize the float model to ",
-                   WeightQuantizationName(options.quantization));
+    return InvalidArgument(
+        holds, ", but ", WeightQuantizationName(options.quantization),
+        " was asked for: serve it without a dtype, or quantize the float model to ",
+        WeightQuantizationName(options.quantization));
   }
   if (options.quantization_group != 0 && options.quantization_group != group) {
-    return Invalid(holds, ", but groups of ", options.quantization_group, " were asked for");
+    return InvalidArgument(holds, ", but groups of ", options.quantization_group,
+                           " were asked for");
   }
   return absl::OkStatus();
 }
@@ -244,13 +236,14 @@ absl::Status CheckQuantizedFileAsked(const LoadOptions& options, WeightQuantizat
 absl::StatusOr<WeightQuantization> ParseQuantizationField(const std::string& value) {
   if (value == "int8") return WeightQuantization::kInt8;
   if (value == "int4") return WeightQuantization::kInt4;
-  return Invalid("metadata 'quantization' is ", Quoted(value), ", expected int8 or int4");
+  return InvalidArgument("metadata 'quantization' is ", QuotedExcerpt(value),
+                         ", expected int8 or int4");
 }
 
 absl::StatusOr<int64_t> ParseGroupSizeField(const std::string& value) {
   if (value == "32") return 32;
   if (value == "64") return 64;
-  return Invalid("metadata 'group_size' is ", Quoted(value), ", expected 32 or 64");
+  return InvalidArgument("metadata 'group_size' is ", QuotedExcerpt(value), ", expected 32 or 64");
 }
 
 absl::Status CheckHexDigestField(const std::string& field, const std::string& value) {
@@ -258,36 +251,26 @@ absl::Status CheckHexDigestField(const std::string& field, const std::string& va
                      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
                    });
   if (hex) return absl::OkStatus();
-  return Invalid("metadata '", field, "' is ", Quoted(value), ", expected 64 lowercase hex digits");
+  return InvalidArgument("metadata '", field, "' is ", QuotedExcerpt(value),
+                         ", expected 64 lowercase hex digits");
 }
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open '", path, "'"));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int error = errno;
-    close(fd);
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot stat '", path, "'"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Invalid("'", path, "' is not a regular file");
-  }
+  LINSERVE_ASSIGN_OR_RETURN(const OpenedFile file, OpenRegularFile(path));
   void* data = nullptr;
-  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t size = static_cast<size_t>(file.size);
   if (size > 0) {
-    data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
     if (data == MAP_FAILED) {
       const int error = errno;
-      close(fd);
+      close(file.fd);
       return absl::ErrnoToStatus(error, absl::StrCat("cannot map '", path, "'"));
     }
     // Read front to back, each byte once.
     madvise(data, size, MADV_SEQUENTIAL);
     madvise(data, size, MADV_WILLNEED);
   }
-  close(fd);
+  close(file.fd);
   return std::unique_ptr<MappedFile>(new MappedFile(data, size));
 }
 

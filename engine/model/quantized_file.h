@@ -46,6 +46,8 @@ std::string QuantizedFileDataSha256(const TensorMap& tensors);
 
 // "U8[1024]", "F32[3,4]": a tensor as errors name it.
 std::string QuantizedFileTensorLabel(const torch::Tensor& tensor);
+// "[3,4]": a shape as QuantizedFileTensorLabel writes it.
+std::string QuantizedFileShapeLabel(c10::IntArrayRef shape);
 
 // A file's tensors against the canonical `shapes`: every canonical tensor
 // once, as itself (into `plain`) or as codes and scales of `kind` in groups

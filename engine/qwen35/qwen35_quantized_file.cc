@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/base/error_text.h"
 #include "engine/base/status_macros.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/language_model.h"
@@ -27,17 +28,6 @@ namespace {
 constexpr const char* kMetadataKeys[] = {"format",     "format_version", "quantization",
                                          "group_size", "config",         "source_fingerprint",
                                          "data_sha256"};
-// Keeps messages readable when a hostile file holds huge strings.
-constexpr size_t kMaxQuoted = 80;
-
-std::string Quoted(const std::string& text) {
-  return absl::StrCat("'", text.substr(0, kMaxQuoted), text.size() > kMaxQuoted ? "...'" : "'");
-}
-
-template <typename... Args>
-absl::Status Invalid(const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(args...));
-}
 
 struct FileInfo {
   WeightQuantization quantization = WeightQuantization::kNone;
@@ -66,25 +56,25 @@ absl::StatusOr<FileInfo> ReadMetadata(const SafetensorsMetadata& metadata,
                                       const Qwen35Config& config) {
   auto field = [&](const char* key) -> absl::StatusOr<std::string> {
     auto it = metadata.find(key);
-    if (it == metadata.end()) return Invalid("metadata has no '", key, "'");
+    if (it == metadata.end()) return InvalidArgument("metadata has no '", key, "'");
     return it->second;
   };
   LINSERVE_ASSIGN_OR_RETURN(const std::string format, field("format"));
   if (format != kQuantizedQwen35Format) {
-    return Invalid("metadata 'format' is ", Quoted(format), ", expected '", kQuantizedQwen35Format,
-                   "'");
+    return InvalidArgument("metadata 'format' is ", QuotedExcerpt(format), ", expected '",
+                           kQuantizedQwen35Format, "'");
   }
   LINSERVE_ASSIGN_OR_RETURN(const std::string version, field("format_version"));
   if (version != kQuantizedQwen35FormatVersion) {
-    return Invalid("format_version ", Quoted(version), " is not one this build reads (",
-                   kQuantizedQwen35FormatVersion,
-                   "); quantize the float model again with this build's linserve-quantize");
+    return InvalidArgument("format_version ", QuotedExcerpt(version),
+                           " is not one this build reads (", kQuantizedQwen35FormatVersion,
+                           "); quantize the float model again with this build's linserve-quantize");
   }
   for (const auto& entry : metadata) {
     if (std::find_if(std::begin(kMetadataKeys), std::end(kMetadataKeys),
                      [&](const char* k) { return entry.first == k; }) == std::end(kMetadataKeys)) {
-      return Invalid("metadata key ", Quoted(entry.first), " is not one of format version ",
-                     kQuantizedQwen35FormatVersion);
+      return InvalidArgument("metadata key ", QuotedExcerpt(entry.first),
+                             " is not one of format version ", kQuantizedQwen35FormatVersion);
     }
   }
   FileInfo info;
@@ -96,7 +86,7 @@ absl::StatusOr<FileInfo> ReadMetadata(const SafetensorsMetadata& metadata,
   const nlohmann::json file_config =
       nlohmann::json::parse(shape, nullptr, /*allow_exceptions=*/false);
   if (file_config.is_discarded() || !file_config.is_object()) {
-    return Invalid("metadata 'config' is not a JSON object");
+    return InvalidArgument("metadata 'config' is not a JSON object");
   }
   // The directory's config.json sizes the tensors; the file must have been
   // written for the same shape. The end ids and the context length are the
@@ -106,15 +96,15 @@ absl::StatusOr<FileInfo> ReadMetadata(const SafetensorsMetadata& metadata,
     if (key == "eos_token_id" || key == "max_position_embeddings") continue;
     auto it = file_config.find(key);
     if (it == file_config.end() || *it != value) {
-      return Invalid("metadata 'config': '", key, "' is ",
-                     it == file_config.end() ? "missing" : Quoted(it->dump()),
-                     " in the file, but config.json makes it ", Quoted(value.dump()),
-                     ": the file was quantized from another model");
+      return InvalidArgument("metadata 'config': '", key, "' is ",
+                             it == file_config.end() ? "missing" : QuotedExcerpt(it->dump()),
+                             " in the file, but config.json makes it ", QuotedExcerpt(value.dump()),
+                             ": the file was quantized from another model");
     }
   }
   for (const auto& item : file_config.items()) {
     if (!dir_config.contains(item.key())) {
-      return Invalid("metadata 'config': unknown key ", Quoted(item.key()));
+      return InvalidArgument("metadata 'config': unknown key ", QuotedExcerpt(item.key()));
     }
   }
   LINSERVE_ASSIGN_OR_RETURN(info.fingerprint, field("source_fingerprint"));
@@ -151,7 +141,7 @@ absl::StatusOr<Qwen35> BuildModule(const Qwen35Config& config, const FileInfo& i
     module->PackForCpu();
     return module;
   } catch (const c10::Error& e) {
-    return Invalid(e.what_without_backtrace());
+    return InvalidArgument(e.what_without_backtrace());
   }
 }
 

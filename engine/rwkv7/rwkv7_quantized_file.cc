@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "engine/base/error_text.h"
 #include "engine/base/status_macros.h"
 #include "engine/cpu/cpu_bf16_product.h"
 #include "engine/cpu/quantized_linear.h"
@@ -18,15 +18,6 @@
 
 namespace linserve {
 namespace {
-
-template <typename... Args>
-absl::Status Invalid(const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(args...));
-}
-
-std::string ShapeLabel(c10::IntArrayRef shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
 
 // The module the file describes, with its weights. The module decides which
 // matrices are quantized and every other parameter's dtype; the file must
@@ -49,7 +40,7 @@ absl::StatusOr<Rwkv7> BuildModule(const QuantizedRwkv7Info& info, const TensorMa
     module->PackForCpu();
     return module;
   } catch (const c10::Error& e) {
-    return Invalid(e.what_without_backtrace());
+    return InvalidArgument(e.what_without_backtrace());
   }
 }
 
@@ -95,7 +86,7 @@ absl::StatusOr<torch::Tensor> AsStored(const std::string& name, const torch::Ten
   if (stored.sizes() != c10::IntArrayRef(shape)) {
     return absl::InternalError(absl::StrCat("rwkv7: parameter '", name, "' is ",
                                             QuantizedFileTensorLabel(parameter), ", expected ",
-                                            ShapeLabel(shape)));
+                                            QuantizedFileShapeLabel(shape)));
   }
   return stored;
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "engine/base/error_text.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/language_model.h"
 #include "engine/model/quantized_file.h"
@@ -23,23 +24,12 @@ constexpr const char* kMetadataKeys[] = {
 // product of two of them overflows.
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxDimension = int64_t{1} << 24;
-// Keeps messages readable when a hostile file holds huge strings.
-constexpr size_t kMaxQuoted = 80;
-
-std::string Quoted(const std::string& text) {
-  return absl::StrCat("'", text.substr(0, kMaxQuoted), text.size() > kMaxQuoted ? "...'" : "'");
-}
-
-template <typename... Args>
-absl::Status Invalid(const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(args...));
-}
 
 // The shape as Rwkv7ConfigToJson writes it: every key, nothing else.
 absl::StatusOr<Rwkv7Config> ParseConfig(const std::string& text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return Invalid("metadata 'config' is not a JSON object");
+    return InvalidArgument("metadata 'config' is not a JSON object");
   }
   Rwkv7Config c;
   struct Field {
@@ -60,32 +50,34 @@ absl::StatusOr<Rwkv7Config> ParseConfig(const std::string& text) {
     known.insert(f.name);
     auto it = json.find(f.name);
     if (it == json.end() || !it->is_number_integer()) {
-      return Invalid("config: '", f.name, "' is missing or not an integer");
+      return InvalidArgument("config: '", f.name, "' is missing or not an integer");
     }
     const bool in_range = it->is_number_unsigned()
                               ? it->get<uint64_t>() <= static_cast<uint64_t>(f.max) &&
                                     it->get<uint64_t>() >= static_cast<uint64_t>(f.min)
                               : it->get<int64_t>() >= f.min && it->get<int64_t>() <= f.max;
     if (!in_range) {
-      return Invalid("config: '", f.name, "' is ", it->dump(), ", outside [", f.min, ", ", f.max,
-                     "]");
+      return InvalidArgument("config: '", f.name, "' is ", it->dump(), ", outside [", f.min, ", ",
+                             f.max, "]");
     }
     *f.value = it->get<int64_t>();
   }
   auto pre_norm = json.find("pre_norm");
   if (pre_norm == json.end() || !pre_norm->is_boolean()) {
-    return Invalid("config: 'pre_norm' is missing or not true or false");
+    return InvalidArgument("config: 'pre_norm' is missing or not true or false");
   }
   c.pre_norm = pre_norm->get<bool>();
   for (const auto& item : json.items()) {
-    if (!known.count(item.key())) return Invalid("config: unknown key ", Quoted(item.key()));
+    if (!known.count(item.key())) {
+      return InvalidArgument("config: unknown key ", QuotedExcerpt(item.key()));
+    }
   }
   if (c.n_heads * c.head_size != c.d_model) {
-    return Invalid("config: d_model ", c.d_model, " is not n_heads ", c.n_heads, " x head_size ",
-                   c.head_size);
+    return InvalidArgument("config: d_model ", c.d_model, " is not n_heads ", c.n_heads,
+                           " x head_size ", c.head_size);
   }
   if (c.n_layers > 1 && c.v_lora < 1) {
-    return Invalid("config: v_lora is 0, but blocks 1.. have a value residual");
+    return InvalidArgument("config: v_lora is 0, but blocks 1.. have a value residual");
   }
   return c;
 }
@@ -113,26 +105,26 @@ SafetensorsMetadata QuantizedRwkv7Metadata(const QuantizedRwkv7Info& info) {
 absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsMetadata& metadata) {
   auto field = [&](const char* key) -> absl::StatusOr<std::string> {
     auto it = metadata.find(key);
-    if (it == metadata.end()) return Invalid("metadata has no '", key, "'");
+    if (it == metadata.end()) return InvalidArgument("metadata has no '", key, "'");
     return it->second;
   };
   LINSERVE_ASSIGN_OR_RETURN(const std::string format, field("format"));
   if (format != kQuantizedRwkv7Format) {
-    return Invalid("metadata 'format' is ", Quoted(format), ", expected '",
-                   kQuantizedRwkv7Format, "'");
+    return InvalidArgument("metadata 'format' is ", QuotedExcerpt(format), ", expected '",
+                           kQuantizedRwkv7Format, "'");
   }
   LINSERVE_ASSIGN_OR_RETURN(const std::string version, field("format_version"));
   if (version != kQuantizedRwkv7FormatVersion) {
-    return Invalid("format_version ", Quoted(version), " is not one this build reads (",
-                   kQuantizedRwkv7FormatVersion,
-                   "); quantize the float model again with this build's linserve-quantize");
+    return InvalidArgument("format_version ", QuotedExcerpt(version),
+                           " is not one this build reads (", kQuantizedRwkv7FormatVersion,
+                           "); quantize the float model again with this build's linserve-quantize");
   }
   for (const auto& entry : metadata) {
     const std::string& key = entry.first;
     if (std::find_if(std::begin(kMetadataKeys), std::end(kMetadataKeys),
                      [&](const char* k) { return key == k; }) == std::end(kMetadataKeys)) {
-      return Invalid("metadata key ", Quoted(key), " is not one of format version ",
-                     kQuantizedRwkv7FormatVersion);
+      return InvalidArgument("metadata key ", QuotedExcerpt(key), " is not one of format version ",
+                             kQuantizedRwkv7FormatVersion);
     }
   }
   QuantizedRwkv7Info info;
@@ -143,8 +135,8 @@ absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsM
   LINSERVE_ASSIGN_OR_RETURN(const std::string dtype, field("compute_dtype"));
   absl::StatusOr<c10::ScalarType> compute_dtype = ParseComputeDtype(dtype);
   if (!compute_dtype.ok()) {
-    return Invalid("metadata 'compute_dtype' is ", Quoted(dtype),
-                   ", expected float32, bfloat16 or float16");
+    return InvalidArgument("metadata 'compute_dtype' is ", QuotedExcerpt(dtype),
+                           ", expected float32, bfloat16 or float16");
   }
   info.compute_dtype = *compute_dtype;
   LINSERVE_ASSIGN_OR_RETURN(const std::string config, field("config"));
@@ -153,8 +145,8 @@ absl::StatusOr<QuantizedRwkv7Info> ReadQuantizedRwkv7Metadata(const SafetensorsM
   LINSERVE_RETURN_IF_ERROR(CheckHexDigestField("source_fingerprint", info.fingerprint));
   LINSERVE_ASSIGN_OR_RETURN(info.tokenizer, field("tokenizer"));
   if (info.tokenizer != "rwkv_world" && info.tokenizer != "byte" && info.tokenizer != "bytes") {
-    return Invalid("metadata 'tokenizer' is ", Quoted(info.tokenizer),
-                   ", expected rwkv_world or byte");
+    return InvalidArgument("metadata 'tokenizer' is ", QuotedExcerpt(info.tokenizer),
+                           ", expected rwkv_world or byte");
   }
   LINSERVE_ASSIGN_OR_RETURN(info.data_sha256, field("data_sha256"));
   LINSERVE_RETURN_IF_ERROR(CheckHexDigestField("data_sha256", info.data_sha256));
@@ -165,8 +157,8 @@ absl::Status CheckQuantizedRwkv7Asked(const LoadOptions& options, const Quantize
   const std::string holds = absl::StrCat("the file holds ", DescribeQuantizedRwkv7(info));
   LINSERVE_RETURN_IF_ERROR(CheckQuantizedFileAsked(options, info.quantization, info.group, holds));
   if (options.dtype.has_value() && *options.dtype != info.compute_dtype) {
-    return Invalid(holds, ", but ", ComputeDtypeName(*options.dtype),
-                   " low-rank matrices were asked for");
+    return InvalidArgument(holds, ", but ", ComputeDtypeName(*options.dtype),
+                           " low-rank matrices were asked for");
   }
   return absl::OkStatus();
 }
