@@ -13,6 +13,14 @@
 namespace linserve {
 namespace {
 
+// The canonical name ("OK", "RESOURCE_EXHAUSTED", ...): absl and gRPC share
+// the codes.
+std::string CodeName(const grpc::Status& status) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+}
+
+}  // namespace
+
 void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_id(info.id);
   out->set_position(info.position);
@@ -24,14 +32,6 @@ void FillSession(const SessionInfo& info, v1::Session* out) {
   out->set_busy(info.busy);
   out->set_cached_tokens(info.cached_tokens);
 }
-
-// The canonical name ("OK", "RESOURCE_EXHAUSTED", ...): absl and gRPC share
-// the codes.
-std::string CodeName(const grpc::Status& status) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
-}
-
-}  // namespace
 
 void LogGenerate(const std::string& protocol, const std::string& code, const std::string& error,
                  const TurnSummary* summary) {

@@ -104,6 +104,9 @@ class LinserveService final : public v1::Linserve::CallbackService {
 void LogGenerate(const std::string& protocol, const std::string& code, const std::string& error,
                  const TurnSummary* summary);
 
+// Every field of the answer from the scheduler's view, so that each RPC that
+// answers with a Session (create, get, fork, import) says the same.
+void FillSession(const SessionInfo& info, v1::Session* out);
 void FillNamedState(const NamedStateInfo& info, v1::NamedState* out);
 
 // The caller's tenant: the "linserve-tenant" property an authentication

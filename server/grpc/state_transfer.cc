@@ -99,13 +99,7 @@ class ImportStream : public grpc::ServerReadReactor<v1::StateChunk> {
     if (!record.ok()) return Done(record.status());
     scheduler->ImportSession(tenant_, *std::move(record),
                              [this](absl::StatusOr<SessionInfo> info) {
-                               if (info.ok()) {
-                                 response_->set_id(info->id);
-                                 response_->set_position(info->position);
-                                 response_->set_state_bytes(info->state_bytes);
-                                 response_->set_created_unix_ms(info->created_unix_ms);
-                                 response_->set_last_used_unix_ms(info->last_used_unix_ms);
-                               }
+                               if (info.ok()) FillSession(*info, response_);
                                Done(info.status());
                              });
   }

@@ -442,6 +442,14 @@ TEST_F(Qwen35ServerTest, SessionsForkExportAndImportAsTheLiveOne) {
   fork_request.set_session_id(session->id());
   v1::Session fork;
   ASSERT_TRUE(stub->ForkSession(&context, fork_request, &fork).ok());
+  // Each answer says what the state is, by part, as the live session does.
+  for (const v1::Session& copy : {imported, fork}) {
+    EXPECT_EQ(copy.position(), grown.position()) << copy.id();
+    EXPECT_EQ(copy.state_bytes(), grown.state_bytes()) << copy.id();
+    EXPECT_EQ(copy.recurrent_state_bytes(), grown.recurrent_state_bytes()) << copy.id();
+    EXPECT_EQ(copy.kv_state_bytes(), grown.kv_state_bytes()) << copy.id();
+  }
+  EXPECT_GT(grown.kv_state_bytes(), 0);
 
   std::vector<std::string> texts;
   for (const std::string& id : {session->id(), imported.id(), fork.id()}) {
