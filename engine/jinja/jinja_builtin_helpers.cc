@@ -2,12 +2,15 @@
 #include "engine/jinja/jinja_builtin_helpers.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "utf8proc.h"
 
 namespace linserve::jinja {
 
@@ -142,39 +145,191 @@ bool StartsOrEnds(const std::string& s, const Value& what, bool start) {
   return one(what);
 }
 
+namespace {
+
+// Each code point through utf8proc's simple case mapping, as Python's
+// str.lower/upper map all but a few (ß's "SS" is two code points).
+template <typename Map>
+std::u32string MapCase(std::u32string text, Map map) {
+  for (char32_t& c : text) c = static_cast<char32_t>(map(static_cast<utf8proc_int32_t>(c)));
+  return text;
+}
+
+bool IsTitleWordSeparator(char32_t c) {
+  return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPythonSpace(c);
+}
+
+}  // namespace
+
 std::string Capitalize(const std::string& s) {
-  std::string out = s;
-  bool first = true;
-  for (char& c : out) {
-    c = first ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
-              : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    first = false;
-  }
-  return out;
+  std::u32string text = MapCase(DecodeUtf8(s), utf8proc_tolower);
+  if (!text.empty()) text[0] = static_cast<char32_t>(utf8proc_totitle(text[0]));
+  return EncodeUtf8(text);
 }
 
 std::string Title(const std::string& s) {
-  std::string out = s;
+  // str.title: a letter after a letter is lowered, any other titled.
+  std::u32string text = DecodeUtf8(s);
   bool previous_cased = false;
-  for (char& c : out) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (std::isalpha(u)) {
-      c = static_cast<char>(previous_cased ? std::tolower(u) : std::toupper(u));
-      previous_cased = true;
-    } else {
-      previous_cased = false;
+  for (char32_t& c : text) {
+    const utf8proc_category_t category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    const bool cased = category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL ||
+                       category == UTF8PROC_CATEGORY_LT;
+    if (cased) {
+      c = static_cast<char32_t>(previous_cased ? utf8proc_tolower(c) : utf8proc_totitle(c));
     }
+    previous_cased = cased;
   }
-  return out;
+  return EncodeUtf8(text);
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+std::string TitleFilter(const std::string& s) {
+  // Jinja's title filter, not str.title: a word starts after a run of
+  // spaces, '-', '(', '{', '[' or '<', so "it's" stays "It's".
+  std::u32string text = DecodeUtf8(s);
+  bool word_start = true;
+  for (char32_t& c : text) {
+    if (IsTitleWordSeparator(c)) {
+      word_start = true;
+      continue;
+    }
+    c = static_cast<char32_t>(word_start ? utf8proc_toupper(c) : utf8proc_tolower(c));
+    word_start = false;
+  }
+  return EncodeUtf8(text);
 }
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
+
+std::string Lower(const std::string& s) {
+  return EncodeUtf8(MapCase(DecodeUtf8(s), utf8proc_tolower));
+}
+
+std::string Upper(const std::string& s) {
+  // ß is the one letter of common text whose uppercase (Python's full
+  // mapping) is two: "SS". utf8proc's simple mapping would give ẞ.
+  std::u32string text;
+  for (char32_t c : DecodeUtf8(s)) {
+    if (c == 0xDF) {
+      text += U"SS";
+    } else {
+      text += static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c)));
+    }
+  }
+  return EncodeUtf8(text);
+}
+
+bool IsPythonLower(const std::string& s, bool upper) {
+  bool any_cased = false;
+  for (char32_t c : DecodeUtf8(s)) {
+    const utf8proc_category_t category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    if (category == UTF8PROC_CATEGORY_LT) return false;
+    if (category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL) {
+      if ((category == UTF8PROC_CATEGORY_LU) != upper) return false;
+      any_cased = true;
+    }
+  }
+  return any_cased;
+}
+
+namespace {
+
+int DigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
+
+// Digits of `base` from text[*i] on, single underscores between them, as
+// Python's literals allow: how many digits (0: none there; -1: an
+// underscore out of place). The digits go to `digits` without underscores.
+int ScanDigits(const std::string& text, size_t* i, int base, std::string* digits) {
+  int count = 0;
+  while (*i < text.size()) {
+    const char c = text[*i];
+    if (c == '_') {
+      if (count == 0 || *i + 1 >= text.size() || DigitValue(text[*i + 1]) >= base) return -1;
+      ++*i;
+      continue;
+    }
+    if (DigitValue(c) >= base) break;
+    digits->push_back(c);
+    ++count;
+    ++*i;
+  }
+  return count;
+}
+
+}  // namespace
+
+PythonNumber ParsePythonInt(const std::string& s, int base, int64_t* out) {
+  if (base != 0 && (base < 2 || base > 36)) return PythonNumber::kInvalid;
+  const std::string text = Strip(s, nullptr, true, true);
+  size_t i = 0;
+  const bool negative = i < text.size() && text[i] == '-';
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+  const bool any_base = base == 0;
+  if (i + 1 < text.size() && text[i] == '0') {
+    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(text[i + 1])));
+    const int prefixed = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefixed != 0 && (any_base || base == prefixed)) {
+      base = prefixed;
+      i += 2;
+      // "0x_1f": one underscore may follow the prefix.
+      if (i < text.size() && text[i] == '_') ++i;
+    }
+  }
+  if (base == 0) base = 10;
+  std::string digits;
+  if (ScanDigits(text, &i, base, &digits) <= 0 || i != text.size()) return PythonNumber::kInvalid;
+  // int("010", 0) is refused, as Python 3 refuses the literal 010.
+  if (any_base && base == 10 && digits.size() > 1 && digits[0] == '0' &&
+      digits.find_first_not_of('0') != std::string::npos) {
+    return PythonNumber::kInvalid;
+  }
+  uint64_t magnitude = 0;
+  for (char c : digits) {
+    if (__builtin_mul_overflow(magnitude, static_cast<uint64_t>(base), &magnitude) ||
+        __builtin_add_overflow(magnitude, static_cast<uint64_t>(DigitValue(c)), &magnitude)) {
+      return PythonNumber::kTooLarge;
+    }
+  }
+  const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  if (magnitude > limit) return PythonNumber::kTooLarge;
+  *out = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+  return PythonNumber::kValid;
+}
+
+bool ParsePythonFloat(const std::string& s, double* out) {
+  const std::string text = Strip(s, nullptr, true, true);
+  size_t i = 0;
+  const bool negative = i < text.size() && text[i] == '-';
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+  const std::string word = Lower(text.substr(i));
+  if (word == "inf" || word == "infinity") {
+    *out = negative ? -HUGE_VAL : HUGE_VAL;
+    return true;
+  }
+  if (word == "nan") {
+    *out = std::nan("");
+    return true;
+  }
+  std::string number = negative ? "-" : "";
+  const int whole = ScanDigits(text, &i, 10, &number);
+  int fraction = 0;
+  if (i < text.size() && text[i] == '.') {
+    number.push_back('.');
+    ++i;
+    fraction = ScanDigits(text, &i, 10, &number);
+  }
+  if (whole < 0 || fraction < 0 || whole + fraction == 0) return false;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    number.push_back('e');
+    ++i;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) number.push_back(text[i++]);
+    if (ScanDigits(text, &i, 10, &number) <= 0) return false;
+  }
+  // SimpleAtod reads past double's range as Python does: inf, or 0.
+  return i == text.size() && absl::SimpleAtod(number, out);
 }
 
 int64_t Length(const Value& v) {

@@ -26,10 +26,22 @@ std::string Replace(Interpreter& in, const std::string& s, const std::string& fr
                     const std::string& to, int64_t count);
 // str.startswith / endswith, with a string or a tuple of them.
 bool StartsOrEnds(const std::string& s, const Value& what, bool start);
+// str.capitalize(), str.title(), Jinja's title filter, str.lower(),
+// str.upper(): each code point by Unicode's simple case mapping.
 std::string Capitalize(const std::string& s);
 std::string Title(const std::string& s);
-std::string Lower(std::string s);
-std::string Upper(std::string s);
+std::string TitleFilter(const std::string& s);
+std::string Lower(const std::string& s);
+std::string Upper(const std::string& s);
+// str.islower() (upper false) or str.isupper() (upper true): some cased
+// code point, and every one of that case.
+bool IsPythonLower(const std::string& s, bool upper);
+// Python's int(s, base) for base 0 or 2 to 36 (ASCII digits): kTooLarge
+// where Python's answer is past 64 bits.
+enum class PythonNumber { kValid, kInvalid, kTooLarge };
+PythonNumber ParsePythonInt(const std::string& s, int base, int64_t* out);
+// Python's float(s); false where Python raises ValueError.
+bool ParsePythonFloat(const std::string& s, double* out);
 // len(): code points of a string, items of a list or dict.
 int64_t Length(const Value& v);
 // list(): a list's items, a dict's keys, a string's characters.

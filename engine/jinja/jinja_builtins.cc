@@ -89,12 +89,12 @@ bool ApplyTest(Interpreter& in, const std::string& name, const Value& v, CallArg
     }
     return v.integer() % n.integer() == 0;
   }
-  if (name == "eq" || name == "equalto") return v.Equals(need());
-  if (name == "ne") return !v.Equals(need());
-  if (name == "lt") return Less(v, need());
-  if (name == "gt") return Less(need(), v);
-  if (name == "le") return !Less(need(), v);
-  if (name == "ge") return !Less(v, need());
+  if (name == "eq" || name == "equalto" || name == "==") return v.Equals(need());
+  if (name == "ne" || name == "!=") return !v.Equals(need());
+  if (name == "lt" || name == "lessthan" || name == "<") return Less(v, need());
+  if (name == "gt" || name == "greaterthan" || name == ">") return Less(need(), v);
+  if (name == "le" || name == "<=") return !Less(need(), v);
+  if (name == "ge" || name == ">=") return !Less(v, need());
   if (name == "in") return Contains(need(), v);
   if (name == "sameas") {
     const Value& other = need();
@@ -103,8 +103,8 @@ bool ApplyTest(Interpreter& in, const std::string& name, const Value& v, CallArg
     if (v.is_dict()) return &v.dict() == &other.dict();
     return v.Equals(other);
   }
-  if (name == "lower") return v.is_string() && Lower(v.string()) == v.string();
-  if (name == "upper") return v.is_string() && Upper(v.string()) == v.string();
+  // str(value).islower() / isupper(), as Jinja's tests.
+  if (name == "lower" || name == "upper") return IsPythonLower(v.Str(), name == "upper");
   throw RenderError(absl::StrCat("the test '", name, "' is not supported"));
 }
 

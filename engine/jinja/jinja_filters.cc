@@ -1,8 +1,12 @@
 // The filters chat templates use, with Python's (Jinja's) behaviour.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/jinja/jinja_builtin_helpers.h"
@@ -36,24 +40,121 @@ Value::JsonFormat JsonFormatFrom(const CallArgs& args) {
   return format;
 }
 
+// Python's int(value) of a float: its integer part, past 64 bits an error.
+Value TruncatedFloat(double x) {
+  if (std::isinf(x)) throw RenderError("cannot convert float infinity to integer");
+  if (!(std::fabs(x) < 9223372036854775808.0)) throw RenderError("an integer overflowed");
+  return Value::Int(static_cast<int64_t>(x));
+}
+
+// Jinja's int filter: int(value) (int(value, base) of a string), else
+// int(float(value)), else the default.
+Value IntFilter(const Value& v, const CallArgs& args) {
+  using K = Value::Kind;
+  const Value* fallback = args.Get(0, "default");
+  auto otherwise = [&]() { return fallback != nullptr ? *fallback : Value::Int(0); };
+  switch (v.kind()) {
+    case K::kInt:
+      return v;
+    case K::kBool:
+      return Value::Int(v.boolean());
+    case K::kFloat:
+      return std::isnan(v.number()) ? otherwise() : TruncatedFloat(v.number());
+    case K::kUndefined:
+      throw RenderError("int of an undefined value");
+    case K::kString: {
+      // A base that is no integer, or past 2..36, makes Python's int(value,
+      // base) raise: -1 fails the same way.
+      const Value* base = args.Get(1, "base");
+      const int base_number = base == nullptr ? 10
+                              : base->kind() == K::kInt
+                                  ? static_cast<int>(std::clamp<int64_t>(base->integer(), -1, 37))
+                                  : -1;
+      int64_t parsed = 0;
+      const PythonNumber read = ParsePythonInt(v.string(), base_number, &parsed);
+      if (read == PythonNumber::kTooLarge) throw RenderError("an integer overflowed");
+      if (read == PythonNumber::kValid) return Value::Int(parsed);
+      double real = 0;
+      if (ParsePythonFloat(v.string(), &real) && std::isfinite(real)) return TruncatedFloat(real);
+      return otherwise();
+    }
+    default:
+      return otherwise();
+  }
+}
+
+// Python's round(x, digits) of an integer: itself, or for digits < 0 to a
+// multiple of 10^-digits, ties to even.
+Value RoundInteger(int64_t x, int64_t digits) {
+  if (digits >= 0) return Value::Int(x);
+  if (digits < -38) return Value::Int(0);
+  __int128 unit = 1;
+  for (int64_t k = 0; k < -digits; ++k) unit *= 10;
+  const __int128 magnitude = x < 0 ? -static_cast<__int128>(x) : x;
+  const __int128 rest = magnitude % unit;
+  __int128 rounded = magnitude - rest;
+  if (2 * rest > unit || (2 * rest == unit && (rounded / unit) % 2 != 0)) rounded += unit;
+  const __int128 result = x < 0 ? -rounded : rounded;
+  if (result > INT64_MAX || result < INT64_MIN) throw RenderError("an integer overflowed");
+  return Value::Int(static_cast<int64_t>(result));
+}
+
+// Python's round(x, digits) of a float: the decimal nearest the exact
+// binary value, ties to even (printf's %f rounds that way).
+double RoundFloat(double x, int64_t digits) {
+  if (!std::isfinite(x) || x == 0 || digits > 323) return x;
+  if (digits < -308) return std::copysign(0.0, x);
+  if (digits >= 0) {
+    const int precision = static_cast<int>(digits);
+    const int size = std::snprintf(nullptr, 0, "%.*f", precision, x);
+    std::string text(static_cast<size_t>(size) + 1, '\0');
+    std::snprintf(text.data(), text.size(), "%.*f", precision, x);
+    return std::strtod(text.c_str(), nullptr);
+  }
+  // Tens, hundreds...: the integer part's digits rounded by hand, the
+  // fraction only breaking ties.
+  const double whole = std::trunc(x);
+  const int size = std::snprintf(nullptr, 0, "%.0f", std::fabs(whole));
+  std::string text(static_cast<size_t>(size) + 1, '\0');
+  std::snprintf(text.data(), text.size(), "%.0f", std::fabs(whole));
+  text.resize(static_cast<size_t>(size));
+  const size_t cut = static_cast<size_t>(-digits);
+  if (text.size() < cut) text.insert(0, cut - text.size(), '0');
+  const std::string kept = "0" + text.substr(0, text.size() - cut);
+  const std::string dropped = text.substr(text.size() - cut);
+  const int first = dropped[0] - '0';
+  const bool rest_zero = dropped.find_first_not_of('0', 1) == std::string::npos && whole == x;
+  bool up = first > 5 || (first == 5 && !rest_zero) ||
+            (first == 5 && rest_zero && (kept.back() - '0') % 2 != 0);
+  std::string result = kept;
+  for (size_t i = result.size(); up && i-- > 0;) {
+    up = result[i] == '9';
+    result[i] = up ? '0' : static_cast<char>(result[i] + 1);
+  }
+  return std::copysign(std::strtod((result + "e" + std::to_string(cut)).c_str(), nullptr), x);
+}
+
+// Jinja's round filter: round(value, precision) for "common", else
+// math.ceil/floor(value * 10**precision) / 10**precision.
 Value Round(const Value& v, const CallArgs& args) {
   const Value* precision_value = args.Get(0, "precision");
   const Value* method_value = args.Get(1, "method");
-  int64_t precision = precision_value != nullptr && precision_value->kind() == Value::Kind::kInt
-                          ? precision_value->integer()
-                          : 0;
-  std::string method =
-      method_value != nullptr && method_value->is_string() ? method_value->string() : "common";
-  double scale = std::pow(10.0, static_cast<double>(precision));
-  double x = v.number() * scale;
-  if (method == "ceil") {
-    x = std::ceil(x);
-  } else if (method == "floor") {
-    x = std::floor(x);
-  } else {
-    x = std::round(x);
+  if (precision_value != nullptr && precision_value->kind() != Value::Kind::kInt) {
+    throw RenderError("round: precision must be an integer");
   }
-  return Value::Float(x / scale);
+  const int64_t precision = precision_value != nullptr ? precision_value->integer() : 0;
+  const std::string method = method_value == nullptr ? "common" : method_value->Str();
+  if (method != "common" && method != "ceil" && method != "floor") {
+    throw RenderError("round: method must be common, ceil or floor");
+  }
+  if (method == "common") {
+    if (v.kind() == Value::Kind::kBool) return RoundInteger(v.boolean(), precision);
+    if (v.kind() == Value::Kind::kInt) return RoundInteger(v.integer(), precision);
+    return Value::Float(RoundFloat(v.number(), precision));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  const double x = (v.kind() == Value::Kind::kBool ? v.boolean() : v.number()) * scale;
+  return Value::Float((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
 }
 
 bool ApplyTestByName(Interpreter& in, const std::string& name, const Value& item,
@@ -95,6 +196,58 @@ Value Select(Interpreter& in, const Value& operand, CallArgs& args, bool by_attr
   return Value::MakeList(std::move(out));
 }
 
+// sort(reverse, case_sensitive, attribute), min/max(case_sensitive,
+// attribute) and dictsort(case_sensitive, by, reverse), as Jinja's: strings
+// compared lowered unless case_sensitive, the sort stable both ways (a
+// reversed sort keeps equal items in their order), min and max the first
+// of their equals.
+Value SortFilter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const bool dictsort = name == "dictsort";
+  const bool extreme = name == "min" || name == "max";
+  const Value* case_sensitive = args.Get(dictsort || extreme ? 0 : 1, "case_sensitive");
+  const Value* reverse = extreme ? nullptr : args.Get(dictsort ? 2 : 0, "reverse");
+  const Value* attribute = dictsort ? nullptr : args.Get(extreme ? 1 : 2, "attribute");
+  size_t position = 0;
+  if (dictsort) {
+    const Value* by = args.Get(1, "by");
+    const std::string field = by == nullptr ? "key" : by->Str();
+    if (field != "key" && field != "value") {
+      throw RenderError("dictsort: you can only sort by either \"key\" or \"value\"");
+    }
+    position = field == "value" ? 1 : 0;
+  }
+  const bool fold_case = case_sensitive == nullptr || !case_sensitive->Truthy();
+  List items = dictsort ? Items(v).list() : ToList(v);
+  std::vector<Value> keys;
+  keys.reserve(items.size());
+  for (const Value& item : items) {
+    in.CountIteration();
+    Value key = dictsort ? item.list()[position]
+                : attribute != nullptr && attribute->is_string()
+                    ? Attribute(item, attribute->string())
+                    : item;
+    keys.push_back(fold_case && key.is_string() ? Value::String(Lower(key.string())) : key);
+  }
+  if (extreme) {
+    if (items.empty()) return Value();
+    size_t best = 0;
+    for (size_t i = 1; i < items.size(); ++i) {
+      if (name == "min" ? Less(keys[i], keys[best]) : Less(keys[best], keys[i])) best = i;
+    }
+    return items[best];
+  }
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const bool descending = reverse != nullptr && reverse->Truthy();
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return descending ? Less(keys[b], keys[a]) : Less(keys[a], keys[b]);
+  });
+  List sorted;
+  sorted.reserve(items.size());
+  for (size_t i : order) sorted.push_back(items[i]);
+  return Value::MakeList(std::move(sorted));
+}
+
 }  // namespace
 
 Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, CallArgs& args) {
@@ -117,7 +270,7 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
   if (name == "lower") return Value::String(Lower(v.Str()));
   if (name == "upper") return Value::String(Upper(v.Str()));
   if (name == "capitalize") return Value::String(Capitalize(v.Str()));
-  if (name == "title") return Value::String(Title(v.Str()));
+  if (name == "title") return Value::String(TitleFilter(v.Str()));
   if (name == "replace") {
     const Value* count = args.Get(2, "count");
     return Value::String(Replace(
@@ -148,36 +301,14 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     }
     return Value::String(std::move(out));
   }
-  if (name == "int") {
-    if (v.kind() == Value::Kind::kInt) return v;
-    if (v.kind() == Value::Kind::kFloat && std::isfinite(v.number()) &&
-        std::fabs(v.number()) < 9e18) {
-      return Value::Int(static_cast<int64_t>(v.number()));
-    }
-    if (v.kind() == Value::Kind::kBool) return Value::Int(v.boolean());
-    if (v.is_string()) {
-      try {
-        size_t used = 0;
-        std::string s = Strip(v.string(), nullptr, true, true);
-        int64_t i = std::stoll(s, &used);
-        if (used == s.size()) return Value::Int(i);
-      } catch (const std::exception&) {
-      }
-    }
-    const Value* fallback = args.Get(0, "default");
-    return fallback != nullptr ? *fallback : Value::Int(0);
-  }
+  if (name == "int") return IntFilter(v, args);
   if (name == "float") {
+    // float(value), or the default where Python raises ValueError or TypeError.
+    if (v.is_undefined()) throw RenderError("float of an undefined value");
     if (v.is_number()) return Value::Float(v.number());
-    if (v.is_string()) {
-      try {
-        size_t used = 0;
-        std::string s = Strip(v.string(), nullptr, true, true);
-        double f = std::stod(s, &used);
-        if (used == s.size()) return Value::Float(f);
-      } catch (const std::exception&) {
-      }
-    }
+    if (v.kind() == Value::Kind::kBool) return Value::Float(v.boolean() ? 1.0 : 0.0);
+    double parsed = 0;
+    if (v.is_string() && ParsePythonFloat(v.string(), &parsed)) return Value::Float(parsed);
     const Value* fallback = args.Get(0, "default");
     return fallback != nullptr ? *fallback : Value::Float(0);
   }
@@ -190,7 +321,9 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     throw RenderError(absl::StrCat("abs of a ", v.TypeName()));
   }
   if (name == "round") {
-    if (!v.is_number()) throw RenderError(absl::StrCat("round of a ", v.TypeName()));
+    if (!v.is_number() && v.kind() != Value::Kind::kBool) {
+      throw RenderError(absl::StrCat("round of a ", v.TypeName()));
+    }
     return Round(v, args);
   }
   if (name == "reverse") {
@@ -219,32 +352,23 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     return Value::MakeList(std::move(out));
   }
   if (name == "sort" || name == "min" || name == "max" || name == "dictsort") {
-    bool dictsort = name == "dictsort";
-    List items = dictsort ? Items(v).list() : ToList(v);
-    const Value* reverse = args.Get(dictsort ? 2 : 0, "reverse");
-    const Value* attribute = args.Get(dictsort ? 99 : 2, "attribute");
-    for (size_t i = 0; i < items.size(); ++i) in.CountIteration();
-    auto key = [&](const Value& item) {
-      if (dictsort) return item.list()[0];
-      return attribute != nullptr && attribute->is_string() ? Attribute(item, attribute->string())
-                                                            : item;
-    };
-    std::stable_sort(items.begin(), items.end(),
-                     [&](const Value& a, const Value& b) { return Less(key(a), key(b)); });
-    if (name == "min") return items.empty() ? Value() : items.front();
-    if (name == "max") return items.empty() ? Value() : items.back();
-    if (reverse != nullptr && reverse->Truthy()) std::reverse(items.begin(), items.end());
-    return Value::MakeList(std::move(items));
+    return SortFilter(in, name, v, args);
   }
   if (name == "sum") {
-    Value total = Value::Int(0);
     const Value* attribute = args.Get(0, "attribute");
+    const Value* start = args.Get(1, "start");
+    Value total = start != nullptr ? *start : Value::Int(0);
+    auto as_number = [](const Value& x) {
+      if (x.kind() == Value::Kind::kBool) return Value::Int(x.boolean());
+      if (!x.is_number()) throw RenderError("sum of something that is not a number");
+      return x;
+    };
+    total = as_number(total);
     for (const Value& item : ToList(v)) {
       in.CountIteration();
-      Value x = attribute != nullptr && attribute->is_string()
-                    ? Attribute(item, attribute->string())
-                    : item;
-      if (!x.is_number()) throw RenderError("sum of something that is not a number");
+      Value x = as_number(attribute != nullptr && attribute->is_string()
+                              ? Attribute(item, attribute->string())
+                              : item);
       if (total.kind() == Value::Kind::kInt && x.kind() == Value::Kind::kInt) {
         int64_t r;
         if (__builtin_add_overflow(total.integer(), x.integer(), &r))

@@ -354,10 +354,13 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
         const Value* item = object.dict().Find(expr.name);
         if (item != nullptr) return *item;
       }
-      if (object.is_undefined() || object.is_none()) {
+      if (object.is_undefined()) {
         throw RenderError(
             absl::StrCat("'", object.TypeName(), "' has no attribute '", expr.name, "'"));
       }
+      // As Jinja: what none lacks is undefined (printed empty, false under
+      // "is defined"), and only using it further is an error.
+      if (object.is_none()) return Value();
       return GetMethod(*this, object, expr.name);
     }
     case Expr::Kind::kIndex: {
@@ -383,7 +386,7 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
         int64_t i = key.integer() < 0 ? key.integer() + size : key.integer();
         return i < 0 || i >= size ? Value() : Value::String(EncodeUtf8(chars.substr(i, 1)));
       }
-      if (object.is_undefined() || object.is_none()) {
+      if (object.is_undefined()) {
         throw RenderError(absl::StrCat("cannot index a ", object.TypeName()));
       }
       return Value();
@@ -481,11 +484,12 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
       r = op == "//" ? q : m;
     } else if (op == "**") {
       if (y < 0) return Value::Float(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      // 0, 1 and -1 never overflow, whatever the exponent: answered here,
+      // so that the loop below runs at most 64 times.
+      if (x == 0 || x == 1) return Value::Int(y == 0 ? 1 : x);
+      if (x == -1) return Value::Int(y % 2 == 0 ? 1 : -1);
       r = 1;
-      for (int64_t i = 0; i < y && !overflow; ++i) {
-        overflow = __builtin_mul_overflow(r, x, &r);
-        if (r == 0 || r == 1) break;
-      }
+      for (int64_t i = 0; i < y && !overflow; ++i) overflow = __builtin_mul_overflow(r, x, &r);
     }
     if (overflow) throw RenderError("an integer overflowed");
     return Value::Int(r);
@@ -540,6 +544,19 @@ Value Interpreter::EvalBinary(const Expr& expr, const std::shared_ptr<Scope>& sc
       items.push_back(item);
     }
     return Value::MakeList(std::move(items));
+  }
+  if (op == "*" && (a.is_list() || b.is_list()) &&
+      (a.kind() == Value::Kind::kInt || b.kind() == Value::Kind::kInt)) {
+    const List& items = a.is_list() ? a.list() : b.list();
+    const int64_t n = a.is_list() ? b.integer() : a.integer();
+    List out;
+    for (int64_t i = 0; i < n && !items.empty(); ++i) {
+      for (const Value& item : items) {
+        CountIteration();
+        out.push_back(item);
+      }
+    }
+    return Value::MakeList(std::move(out));
   }
   if (op == "*" && (a.is_string() || b.is_string()) &&
       (a.kind() == Value::Kind::kInt || b.kind() == Value::Kind::kInt)) {

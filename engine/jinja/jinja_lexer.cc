@@ -1,9 +1,12 @@
 #include "engine/jinja/jinja_lexer.h"
 
 #include <cctype>
+#include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/jinja/jinja_value.h"
 
 namespace linserve::jinja {
 namespace {
@@ -13,6 +16,12 @@ bool IsSpace(char c) {
 }
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 
 // lstrip_blocks and trim_blocks, applied to the text before tokenizing as
 // the reference does: spaces and tabs before a `{%` or `{#` that opens its
@@ -215,6 +224,11 @@ class Lexer {
     }
   }
 
+  // A string literal as Python's "unicode-escape" reads it, which is what
+  // Jinja does: \n, \t and the other one-letter escapes, octal \ooo, \xhh,
+  // \uhhhh and \Uhhhhhhhh (each a code point, written as UTF-8), a
+  // backslash before a newline dropped, and an unknown escape kept as
+  // written. \N{name} would need Unicode's name table: refused.
   absl::Status LexString(char quote) {
     int line = line_;
     std::string value;
@@ -227,14 +241,8 @@ class Lexer {
         char e = src_[i + 1];
         i += 2;
         switch (e) {
-          case 'n':
-            value += '\n';
-            break;
-          case 't':
-            value += '\t';
-            break;
-          case 'r':
-            value += '\r';
+          case 'a':
+            value += '\a';
             break;
           case 'b':
             value += '\b';
@@ -242,24 +250,57 @@ class Lexer {
           case 'f':
             value += '\f';
             break;
+          case 'n':
+            value += '\n';
+            break;
+          case 'r':
+            value += '\r';
+            break;
+          case 't':
+            value += '\t';
+            break;
           case 'v':
             value += '\v';
             break;
-          case '0':
-            value += '\0';
-            break;
           case '\\':
-            value += '\\';
-            break;
           case '\'':
-            value += '\'';
-            break;
           case '"':
-            value += '"';
+            value += e;
             break;
           case '\n':
             break;
+          case 'x':
+          case 'u':
+          case 'U': {
+            const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+            uint32_t code = 0;
+            for (size_t k = 0; k < digits; ++k, ++i) {
+              const int digit = i < src_.size() ? HexDigit(src_[i]) : -1;
+              if (digit < 0) {
+                return Error(absl::StrCat("a \\", std::string(1, e), " escape needs ", digits,
+                                          " hex digits"));
+              }
+              code = code * 16 + static_cast<uint32_t>(digit);
+            }
+            if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+              return Error(
+                  absl::StrCat("a \\", std::string(1, e), " escape names no Unicode character"));
+            }
+            value += EncodeUtf8(std::u32string(1, static_cast<char32_t>(code)));
+            break;
+          }
+          case 'N':
+            return Error("the \\N{...} escape is not supported");
           default:
+            if (e >= '0' && e <= '7') {
+              uint32_t code = static_cast<uint32_t>(e - '0');
+              for (int k = 1; k < 3 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7';
+                   ++k, ++i) {
+                code = code * 8 + static_cast<uint32_t>(src_[i] - '0');
+              }
+              value += EncodeUtf8(std::u32string(1, static_cast<char32_t>(code)));
+              break;
+            }
             // Python keeps an unknown escape as written.
             value += '\\';
             value += e;

@@ -680,11 +680,15 @@ bool IsKnownFilter(const std::string& name) {
 }
 
 bool IsKnownTest(const std::string& name) {
+  // Jinja's names; the operator aliases ("==", "<", ...) serve select and
+  // selectattr, as in selectattr('role', '==', 'user').
   static const absl::flat_hash_set<std::string> kTests = {
-      "boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",   "even",
-      "false",   "float",    "ge",       "gt",          "in",   "integer",   "iterable",
-      "le",      "lower",    "lt",       "mapping",     "ne",   "none",      "number",
-      "odd",     "sameas",   "sequence", "string",      "true", "undefined", "upper"};
+      "boolean", "callable", "defined",   "divisibleby", "eq",          "equalto",
+      "even",    "false",    "float",     "ge",          "gt",          "in",
+      "integer", "iterable", "le",        "lower",       "lt",          "mapping",
+      "ne",      "none",     "number",    "odd",         "sameas",      "sequence",
+      "string",  "true",     "undefined", "upper",       "==",          "!=",
+      "<",       "<=",       ">",         ">=",          "greaterthan", "lessthan"};
   return kTests.contains(name);
 }
 

@@ -237,10 +237,100 @@ TEST(JinjaTemplateTest, TypeErrorsAreErrorsNotCrashes) {
        "ERROR: template line 1: unsupported operand types for +: integer and string"},
       {"{{ 1 // 0 }}", "ERROR: template line 1: integer division or modulo by zero"},
       {"{{ 9223372036854775807 + 1 }}", "ERROR: template line 1: an integer overflowed"},
-      {"{{ none.attr }}", "ERROR: template line 1: 'none' has no attribute 'attr'"},
+      {"{{ none.attr.more }}", "ERROR: template line 1: 'undefined' has no attribute 'more'"},
       {"{{ nothing() }}", "ERROR: template line 1: 'nothing' is undefined"},
       {"{% for x in 3 %}{% endfor %}", "ERROR: template line 1: a integer is not iterable"},
   });
+}
+
+// Each expectation below is what Python's Jinja renders (Debian's
+// python3-jinja2, with the environment transformers renders chat templates
+// in): where the two read a value differently, Python's reading wins.
+TEST(JinjaTemplateTest, StringLiteralsReadTheirEscapesAsPython) {
+  ExpectAll({
+      {R"({{ '\x41\u00e9\U0001F600' }})", "A\u00e9\U0001F600"},
+      {R"({{ '\101\7\0'|length }}|{{ '\101' }})", "3|A"},
+      {R"({{ '\q\8' }})", R"(\q\8)"},
+      {R"({{ '\u3000a\u3000'.strip() }})", "a"},
+      {"{{ 'a\\\nb' }}", "ab"},
+      {R"({{ '\x4' }})", "PARSE: template line 1: a \\x escape needs 2 hex digits"},
+      {R"({{ '\ud800' }})", "PARSE: template line 1: a \\u escape names no Unicode character"},
+      {R"({{ '\N{BULLET}' }})", "PARSE: template line 1: the \\N{...} escape is not supported"},
+  });
+}
+
+TEST(JinjaTemplateTest, IntAndFloatFiltersReadStringsAsPython) {
+  ExpectAll({
+      {R"({{ "42.23"|int }}|{{ "1e3"|int }}|{{ "1_000"|int }}|{{ " 12 "|int }}|{{ "+5"|int }})",
+       "42|1000|1000|12|5"},
+      {R"({{ "0x1A"|int }}|{{ "0x1a"|int(0, 16) }}|{{ "0x_1f"|int(0, 0) }}|{{ "010"|int(0, 0) }})",
+       "0|26|31|10"},
+      {R"({{ "z"|int(0, 36) }}|{{ "12"|int(base='x') }}|{{ "1__0"|int }}|{{ "abc"|int(7) }})",
+       "35|12|0|7"},
+      {R"({{ "nan"|int }}|{{ "1e400"|int }}|{{ none|int(5) }}|{{ 3.9|int }}|{{ -3.9|int }})",
+       "0|0|5|3|-3"},
+      {R"({{ "0x10"|float }}|{{ "1e400"|float }}|{{ "1_2.5_0"|float }}|{{ "1._5"|float }})",
+       "0.0|inf|12.5|0.0"},
+      {R"({{ "-iNF"|float }}|{{ ".5"|float }}|{{ "5."|float }}|{{ true|float }}|{{ " "|float(1.5) }})",
+       "-inf|0.5|5.0|1.0|1.5"},
+      // Python's integers have no bound; here past 64 bits is an error.
+      {R"({{ "99999999999999999999"|int }})", "ERROR: template line 1: an integer overflowed"},
+      {R"({{ x|int }})", "ERROR: template line 1: int of an undefined value"},
+  });
+}
+
+TEST(JinjaTemplateTest, RoundIsPythonsRoundTiesToEven) {
+  ExpectAll({
+      {"{{ 2.5|round }}|{{ 3.5|round }}|{{ -2.5|round }}|{{ 0.5|round }}", "2.0|4.0|-2.0|0.0"},
+      {"{{ 0.125|round(2) }}|{{ 2.675|round(2) }}|{{ 2.345|round(2) }}", "0.12|2.67|2.35"},
+      {"{{ 5|round }}|{{ 5|round(2) }}|{{ true|round }}", "5|5|1"},
+      {"{{ 1250|round(-2) }}|{{ 1350|round(-2) }}|{{ -1250|round(-2) }}", "1200|1400|-1200"},
+      {"{{ 1250.0|round(-2) }}|{{ 1250.5|round(-2) }}|{{ 999.0|round(-1) }}|{{ 501.0|round(-3) }}",
+       "1200.0|1300.0|1000.0|1000.0"},
+      {"{{ 1e300|round(2) }}|{{ 2.5|round(400) }}|{{ 1e20|round(-500) }}", "1e+300|2.5|0.0"},
+      {"{{ 2.1|round(0, 'ceil') }}|{{ 2.19|round(1, 'floor') }}|{{ 5|round(0, 'ceil') }}",
+       "3.0|2.1|5.0"},
+      {"{{ 2.5|round(0, 'x') }}",
+       "ERROR: template line 1: round: method must be common, ceil or floor"},
+  });
+}
+
+TEST(JinjaTemplateTest, SortsFoldCaseAndStayStableAsJinjas) {
+  Json context = {
+      {"msgs", {{{"role", "user"}, {"content", "b"}}, {{"role", "bot"}, {"content", "B"}}}}};
+  ExpectAll(
+      {
+          {"{{ ['B', 'a']|sort }}|{{ ['B', 'a']|sort(case_sensitive=true) }}",
+           "['a', 'B']|['B', 'a']"},
+          {"{{ ['a', 'A', 'b']|sort(reverse=true) }}", "['b', 'a', 'A']"},
+          {"{{ ['B', 'a']|min }}{{ ['B', 'a']|max }}{{ ['a', 'A']|max }}{{ ['A', 'a']|min }}",
+           "aBaA"},
+          {"{% for k, v in {'b': 2, 'a': 1, 'c': 0}|dictsort(by='value') %}{{ k }}{% endfor %}",
+           "cab"},
+          {"{% for k, v in {'B': 1, 'a': 2}|dictsort %}{{ k }}{% endfor %}", "aB"},
+          {"{{ msgs|sort(attribute='content')|map(attribute='role')|join(',') }}", "user,bot"},
+          {"{{ [1, 2, 3]|sum(start=10) }}|{{ [true, 1]|sum }}", "16|2"},
+      },
+      context);
+}
+
+TEST(JinjaTemplateTest, OperatorsTestsAndNoneReadAsJinjas) {
+  Json context = {
+      {"msgs", {{{"role", "user"}, {"content", "hi"}}, {{"role", "bot"}, {"content", "yo"}}}}};
+  ExpectAll(
+      {
+          {"{{ (-1)**3 }}|{{ (-1)**4 }}|{{ 0**0 }}|{{ (-1)**99999999999 }}", "-1|1|1|-1"},
+          {"{{ [1, 2] * 2 }}|{{ 2 * [0] }}|{{ [1] * -1 }}", "[1, 2, 1, 2]|[0, 0]|[]"},
+          {"{{ none.x }}|{{ none['x'] }}|{{ none.x is defined }}", "||False"},
+          {"{{ msgs|selectattr('role', '==', 'user')|map(attribute='content')|first }}", "hi"},
+          {"{{ [1, 5, 3]|select('>', 2)|list }}|{{ [1, 5, 3]|reject('<=', 3)|list }}",
+           "[5, 3]|[5]"},
+          {"{{ '123' is lower }}|{{ 'abc1' is lower }}|{{ 'É' is upper }}", "False|True|True"},
+          {R"j({{ "it's a-b (c)"|title }}|{{ "it's a1b".title() }})j", "It's A-B (C)|It'S A1B"},
+          {"{{ 'ÉCOLE'|lower }}|{{ 'straße'|upper }}|{{ 'éCOLE'|capitalize }}",
+           "école|STRASSE|École"},
+      },
+      context);
 }
 
 }  // namespace
