@@ -374,7 +374,7 @@ Value Items(const Value& v) {
   if (!v.is_dict()) throw RenderError(absl::StrCat("items of a ", v.TypeName(), " (not a dict)"));
   List out;
   for (const auto& [key, value] : v.dict().items()) {
-    out.push_back(Value::MakeList({Value::String(key), value}));
+    out.push_back(Value::MakeTuple({Value::String(key), value}));
   }
   return Value::MakeList(std::move(out));
 }

@@ -46,7 +46,7 @@ bool ParsePythonFloat(const std::string& s, double* out);
 int64_t Length(const Value& v);
 // list(): a list's items, a dict's keys, a string's characters.
 List ToList(const Value& v);
-// dict.items() as a list of [key, value] lists.
+// dict.items() as a list of (key, value) tuples.
 Value Items(const Value& v);
 // An item's attribute by a dotted path (`function.name`), as Jinja's attrgetter.
 Value Attribute(const Value& item, const std::string& path);

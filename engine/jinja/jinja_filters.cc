@@ -337,17 +337,29 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     return Value::MakeList(std::move(items));
   }
   if (name == "unique") {
+    // unique(case_sensitive=False, attribute=None): the first of each
+    // value, strings compared lowered unless case_sensitive.
+    const Value* case_sensitive = args.Get(0, "case_sensitive");
+    const Value* attribute = args.Get(1, "attribute");
+    const bool fold_case = case_sensitive == nullptr || !case_sensitive->Truthy();
     List out;
+    std::vector<Value> seen;
     for (const Value& item : ToList(v)) {
-      bool seen = false;
-      for (const Value& kept : out) {
+      Value key = attribute != nullptr && attribute->is_string()
+                      ? Attribute(item, attribute->string())
+                      : item;
+      if (fold_case && key.is_string()) key = Value::String(Lower(key.string()));
+      bool repeated = false;
+      for (const Value& earlier : seen) {
         in.CountIteration();
-        if (kept.Equals(item)) {
-          seen = true;
+        if (earlier.Equals(key)) {
+          repeated = true;
           break;
         }
       }
-      if (!seen) out.push_back(item);
+      if (repeated) continue;
+      seen.push_back(std::move(key));
+      out.push_back(item);
     }
     return Value::MakeList(std::move(out));
   }

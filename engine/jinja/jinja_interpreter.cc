@@ -337,7 +337,8 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
     case Expr::Kind::kTuple: {
       List items;
       for (const auto& child : expr.children) items.push_back(Eval(*child, scope));
-      return Value::MakeList(std::move(items));
+      return expr.kind == Expr::Kind::kTuple ? Value::MakeTuple(std::move(items))
+                                             : Value::MakeList(std::move(items));
     }
     case Expr::Kind::kDict: {
       Value dict = Value::MakeDict();

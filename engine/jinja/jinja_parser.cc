@@ -329,6 +329,7 @@ class Parser {
     tuple->children.push_back(std::move(first));
     while (IsPunct(",")) {
       Next();
+      if (IsPunct(")")) break;  // (1,) and (1, 2,), as Python writes them
       tuple->children.push_back(ParseExpression());
     }
     return tuple;

@@ -64,6 +64,11 @@ Value Value::MakeList(List items) {
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
+Value Value::MakeTuple(List items) {
+  Value v = MakeList(std::move(items));
+  v.is_tuple_ = true;
+  return v;
+}
 Value Value::MakeDict(bool is_namespace) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -261,11 +266,12 @@ std::string Value::Repr() const {
     case Kind::kString:
       return PythonQuote(string_);
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = is_tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
         out += (*list_)[i].Repr();
       }
+      if (is_tuple_) return out + (list_->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kDict: {
@@ -301,7 +307,7 @@ bool Value::Equals(const Value& other) const {
     case Kind::kString:
       return string_ == other.string_;
     case Kind::kList:
-      if (list_->size() != other.list_->size()) return false;
+      if (is_tuple_ != other.is_tuple_ || list_->size() != other.list_->size()) return false;
       for (size_t i = 0; i < list_->size(); ++i) {
         if (!(*list_)[i].Equals((*other.list_)[i])) return false;
       }
@@ -411,7 +417,7 @@ const char* Value::TypeName() const {
     case Kind::kString:
       return "string";
     case Kind::kList:
-      return "list";
+      return is_tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return is_namespace_ ? "namespace" : "dict";
     case Kind::kFunction:

@@ -50,7 +50,7 @@ struct CallArgs {
 using Function = std::function<Value(CallArgs&)>;
 
 // A template value: Jinja's undefined, none, booleans, integers, floats,
-// strings, lists, dicts (namespaces are dicts whose attributes can be set)
+// strings, lists (tuples among them), dicts (namespaces are dicts whose attributes can be set)
 // and callables (macros, `raise_exception`, methods bound to their object).
 // Lists and dicts are shared, as Python's objects are.
 class Value {
@@ -64,6 +64,8 @@ class Value {
   static Value Float(double f);
   static Value String(std::string s);
   static Value MakeList(List items = {});
+  // A list that prints as Python's tuple, ('a', 1), and equals no list.
+  static Value MakeTuple(List items);
   static Value MakeDict(bool is_namespace = false);
   static Value MakeFunction(Function f);
   // JSON into values (objects keep their order); numbers stay integers or floats.
@@ -77,6 +79,7 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat; }
   bool is_namespace() const { return kind_ == Kind::kDict && is_namespace_; }
+  bool is_tuple() const { return kind_ == Kind::kList && is_tuple_; }
 
   bool boolean() const { return bool_; }
   int64_t integer() const { return int_; }
@@ -111,6 +114,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool is_namespace_ = false;
+  bool is_tuple_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::string string_;

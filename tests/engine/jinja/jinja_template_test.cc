@@ -93,7 +93,7 @@ TEST(JinjaTemplateTest, Expressions) {
            "[3, 2, 1] el 3 é"},
           {"{{ not true or 0 }} {{ [] or 'fallback' }} {{ 1 and 'last' }}", "0 fallback last"},
           {"{{ {'a': [1, {'b': none}]} }} {{ \"it's\" }} {{ ('a', 1) }}",
-           "{'a': [1, {'b': None}]} it's ['a', 1]"},
+           "{'a': [1, {'b': None}]} it's ('a', 1)"},
           {"{{ x.missing }}|{{ x['missing'] }}|{{ y is defined }}", "||False"},
       },
       Json{{"x", Json::object()}});
@@ -321,6 +321,10 @@ TEST(JinjaTemplateTest, OperatorsTestsAndNoneReadAsJinjas) {
       {
           {"{{ (-1)**3 }}|{{ (-1)**4 }}|{{ 0**0 }}|{{ (-1)**99999999999 }}", "-1|1|1|-1"},
           {"{{ [1, 2] * 2 }}|{{ 2 * [0] }}|{{ [1] * -1 }}", "[1, 2, 1, 2]|[0, 0]|[]"},
+          {"{{ {'b': 1, 'a': 2}|dictsort }}|{{ (1,) }}|{{ (1, 2) == [1, 2] }}",
+           "[('a', 2), ('b', 1)]|(1,)|False"},
+          {"{{ ['a', 'A', 'b']|unique|list }}|{{ ['a', 'A']|unique(case_sensitive=true)|list }}",
+           "['a', 'b']|['a', 'A']"},
           {"{{ none.x }}|{{ none['x'] }}|{{ none.x is defined }}", "||False"},
           {"{{ msgs|selectattr('role', '==', 'user')|map(attribute='content')|first }}", "hi"},
           {"{{ [1, 5, 3]|select('>', 2)|list }}|{{ [1, 5, 3]|reject('<=', 3)|list }}",
