@@ -32,6 +32,19 @@ struct Preprocessed {
   std::vector<int> lines;
 };
 
+// Whether the "%}" at `close` ends a "{% raw %}" tag ("{%- raw %}" too).
+// Looks back a few characters only, so a text of many "%}" stays linear.
+bool EndsRawTag(const std::string& text, size_t close) {
+  const size_t from = close > 24 ? close - 24 : 0;
+  const size_t open = text.rfind("{%", close);
+  if (open == std::string::npos || open < from) return false;
+  std::string_view body(text.data() + open + 2, close - open - 2);
+  if (!body.empty() && (body.front() == '-' || body.front() == '+')) body.remove_prefix(1);
+  while (!body.empty() && IsSpace(body.front())) body.remove_prefix(1);
+  while (!body.empty() && IsSpace(body.back())) body.remove_suffix(1);
+  return body == "raw";
+}
+
 Preprocessed Preprocess(std::string_view source) {
   if (!source.empty() && source.back() == '\n') source.remove_suffix(1);
   Preprocessed stripped;
@@ -42,8 +55,10 @@ Preprocessed Preprocess(std::string_view source) {
     if (i == 0 || source[i - 1] == '\n') {
       size_t j = i;
       while (j < source.size() && (source[j] == ' ' || source[j] == '\t')) ++j;
+      // "{%+" keeps the spaces before it.
+      const bool keep = j + 2 < source.size() && source[j + 2] == '+';
       if (j + 1 < source.size() && source[j] == '{' &&
-          (source[j + 1] == '%' || source[j + 1] == '#' || source[j + 1] == '-')) {
+          (source[j + 1] == '%' || source[j + 1] == '#' || source[j + 1] == '-') && !keep) {
         i = j;
       }
     }
@@ -57,7 +72,11 @@ Preprocessed Preprocess(std::string_view source) {
   for (size_t k = 0; k < t.size(); ++k) {
     out.text += t[k];
     out.lines.push_back(stripped.lines[k]);
-    if (t[k] == '}' && k > 0 && k + 1 < t.size() && t[k + 1] == '\n' &&
+    // "+%}" and "+#}" keep the newline after them, and so does
+    // "{% raw %}" (Jinja trims after block ends, and raw's is no block end).
+    const bool keep = t[k] == '}' && k > 1 && (t[k - 1] == '%' || t[k - 1] == '#') &&
+                      (t[k - 2] == '+' || (t[k - 1] == '%' && EndsRawTag(t, k - 1)));
+    if (t[k] == '}' && k > 0 && k + 1 < t.size() && t[k + 1] == '\n' && !keep &&
         (t[k - 1] == '%' || t[k - 1] == '#' || t[k - 1] == '-')) {
       ++k;  // the newline after the tag
     }
@@ -82,6 +101,8 @@ class Lexer {
       if (strip_before) {
         Advance(pos_ + 1);
         StripTrailingText();
+      } else if (kind == '%' && pos_ < src_.size() && src_[pos_] == '+') {
+        Advance(pos_ + 1);  // "{%+": lstrip_blocks off for this tag (done above)
       }
       if (kind == '#') {
         size_t close = src_.find("#}", pos_);
@@ -152,7 +173,21 @@ class Lexer {
     size_t k = at + 1;
     if (k < src_.size() && (src_[k] == '+' || src_[k] == '-')) ++k;
     if (k >= src_.size() || !std::isdigit(static_cast<unsigned char>(src_[k]))) return at;
-    while (k < src_.size() && std::isdigit(static_cast<unsigned char>(src_[k]))) ++k;
+    return SkipDigits(k, false);
+  }
+
+  // The end of a run of digits from `at`, each underscore between two
+  // digits (1_000), as Jinja's literals allow; hex digits where `hex`.
+  size_t SkipDigits(size_t at, bool hex) const {
+    auto digit = [&](size_t k) {
+      const unsigned char c = static_cast<unsigned char>(src_[k]);
+      return hex ? std::isxdigit(c) != 0 : std::isdigit(c) != 0;
+    };
+    size_t k = at;
+    while (k < src_.size() &&
+           (digit(k) || (src_[k] == '_' && k > at && k + 1 < src_.size() && digit(k + 1)))) {
+      ++k;
+    }
     return k;
   }
 
@@ -166,10 +201,12 @@ class Lexer {
       std::string_view rest(src_.data() + pos_, src_.size() - pos_);
       std::string_view close = statement ? "%}" : "}}";
       bool dash = rest[0] == '-' && rest.substr(1, 2) == close;
-      if ((rest.substr(0, 2) == close && (statement || braces == 0)) || dash) {
+      // "+%}": trim_blocks off for this tag (done in Preprocess).
+      bool plus = statement && rest[0] == '+' && rest.substr(1, 2) == close;
+      if ((rest.substr(0, 2) == close && (statement || braces == 0)) || dash || plus) {
         tokens_.push_back({statement ? Token::Kind::kCloseStatement : Token::Kind::kCloseExpression,
                            std::string(close), line_});
-        Advance(pos_ + (dash ? 3 : 2));
+        Advance(pos_ + (dash || plus ? 3 : 2));
         if (dash) SkipSpace();
         return absl::OkStatus();
       }
@@ -180,14 +217,24 @@ class Lexer {
         continue;
       }
       if (std::isdigit(static_cast<unsigned char>(c))) {
-        size_t end = pos_;
-        while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
         bool after_dot = !tokens_.empty() && tokens_.back().text == "." &&
                          tokens_.back().kind == Token::Kind::kPunct;
+        // 0x1f, 0o17, 0b101: the parser reads the base from the prefix.
+        const char prefix =
+            rest.size() > 2 && c == '0'
+                ? static_cast<char>(std::tolower(static_cast<unsigned char>(rest[1])))
+                : '\0';
+        if (!after_dot && (prefix == 'x' || prefix == 'o' || prefix == 'b')) {
+          size_t end = SkipDigits(pos_ + 2, true);
+          if (end < src_.size() && src_[pos_ + 2] == '_') end = SkipDigits(pos_ + 3, true);
+          tokens_.push_back({Token::Kind::kInteger, src_.substr(pos_, end - pos_), line_});
+          Advance(end);
+          continue;
+        }
+        size_t end = SkipDigits(pos_, false);
         if (!after_dot && end + 1 < src_.size() && src_[end] == '.' &&
             std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
-          ++end;
-          while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+          end = SkipDigits(end + 1, false);
           end = SkipExponent(end);
           tokens_.push_back({Token::Kind::kFloat, src_.substr(pos_, end - pos_), line_});
         } else if (!after_dot && SkipExponent(end) != end) {

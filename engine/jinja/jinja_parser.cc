@@ -5,8 +5,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/jinja/jinja_builtin_helpers.h"
 
 namespace linserve::jinja {
 namespace {
@@ -508,9 +508,12 @@ class Parser {
 
   // Python's integers have no bound; ours are 64-bit, so a longer literal is
   // refused at load rather than wrapped.
+  // Decimal, or 0x/0o/0b, underscores between digits: Python's literals.
   int64_t IntegerLiteral() {
     int64_t value = 0;
-    if (!absl::SimpleAtoi(Peek().text, &value)) Fail("an integer out of range");
+    const PythonNumber read = ParsePythonInt(Peek().text, 0, &value);
+    if (read == PythonNumber::kTooLarge) Fail("an integer out of range");
+    if (read != PythonNumber::kValid) Fail(absl::StrCat("a malformed integer '", Peek().text, "'"));
     Next();
     return value;
   }
@@ -518,7 +521,7 @@ class Parser {
   // As in Python, a float literal beyond the range is infinity, below it zero.
   double FloatLiteral() {
     double value = 0;
-    if (!absl::SimpleAtod(Peek().text, &value)) Fail("a malformed float");
+    if (!ParsePythonFloat(Peek().text, &value)) Fail("a malformed float");
     Next();
     return value;
   }

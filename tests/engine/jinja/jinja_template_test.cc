@@ -259,6 +259,23 @@ TEST(JinjaTemplateTest, StringLiteralsReadTheirEscapesAsPython) {
   });
 }
 
+TEST(JinjaTemplateTest, NumberLiteralsAndTagMarkersReadAsJinjas) {
+  ExpectAll({
+      {"{{ 1_000 }}|{{ 0x1F }}|{{ 0o17 }}|{{ 0b101 }}|{{ 0X_ff }}|{{ 1_0.5_0 }}|{{ 1e1_0 }}|{{ 00 "
+       "}}",
+       "1000|31|15|5|255|10.5|10000000000.0|0"},
+      {"{{ 010 }}", "PARSE: template line 1: a malformed integer '010'"},
+      {"{{ 0xffffffffffffffff }}", "PARSE: template line 1: an integer out of range"},
+      // "{%+" keeps the indentation lstrip_blocks would take, "+%}" the
+      // newline trim_blocks would; "{% raw %}" is followed by its newline.
+      {"x\n   {%+ if true %}b{% endif %}\ny", "x\n   by"},
+      {"{% if true +%}\nb{% endif %}", "\nb"},
+      {"a\n  {#+ c +#}\nx", "a\n  \nx"},
+      {"{% raw %}\n{{ x }}{% endraw %}", "\n{{ x }}"},
+      {"a\n  {% raw %}\n  b\n  {% endraw %}\nc", "a\n\n  b\nc"},
+  });
+}
+
 TEST(JinjaTemplateTest, IntAndFloatFiltersReadStringsAsPython) {
   ExpectAll({
       {R"({{ "42.23"|int }}|{{ "1e3"|int }}|{{ "1_000"|int }}|{{ " 12 "|int }}|{{ "+5"|int }})",
