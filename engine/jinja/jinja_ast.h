@@ -75,6 +75,11 @@ struct Stmt {
   Body else_body;
   std::string name;  // macro name
   std::vector<Param> params;
+  // A macro whose body (nested macros included) names `varargs` / `kwargs`
+  // takes extra positional / keyword arguments into them; any other refuses
+  // extras, as Jinja's.
+  bool takes_varargs = false;
+  bool takes_kwargs = false;
   std::vector<ExprPtr> filters;  // set block and filter block: kFilter nodes on an empty operand
 };
 

@@ -1,5 +1,6 @@
 #include "engine/jinja/jinja_interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -246,11 +247,29 @@ Value Interpreter::CallMacro(const Stmt& macro, const std::shared_ptr<Scope>& de
     throw LimitError(absl::StrCat("macro calls nested deeper than ", limits_.max_call_depth,
                                   " (the limit on call depth)"));
   }
-  if (args.positional.size() > macro.params.size()) {
+  if (args.positional.size() > macro.params.size() && !macro.takes_varargs) {
     throw RenderError(absl::StrCat("macro '", macro.name, "' takes ", macro.params.size(),
                                    " arguments, given ", args.positional.size()));
   }
   auto call_scope = std::make_shared<Scope>(defined_in);
+  List extra_positional;
+  for (size_t i = macro.params.size(); i < args.positional.size(); ++i) {
+    extra_positional.push_back(args.positional[i]);
+  }
+  Value extra_keyword = Value::MakeDict();
+  for (const auto& keyword : args.keyword) {
+    const std::string& name = keyword.first;
+    const bool declared = std::any_of(macro.params.begin(), macro.params.end(),
+                                      [&name](const Param& p) { return p.name == name; });
+    if (declared || name == "caller") continue;
+    if (!macro.takes_kwargs) {
+      throw RenderError(
+          absl::StrCat("macro '", macro.name, "' takes no keyword argument '", name, "'"));
+    }
+    extra_keyword.dict().Set(name, keyword.second);
+  }
+  call_scope->Set("varargs", Value::MakeTuple(std::move(extra_positional)));
+  call_scope->Set("kwargs", extra_keyword);
   for (size_t i = 0; i < macro.params.size(); ++i) {
     const Param& param = macro.params[i];
     const Value* given = args.Get(i, param.name);

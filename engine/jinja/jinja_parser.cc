@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -273,7 +274,9 @@ class Parser {
     std::string end;
     int saved_loops = loop_depth_;
     loop_depth_ = 0;
+    macros_.push_back(stmt.get());
     stmt->body = ParseBody({"endmacro"}, &end);
+    macros_.pop_back();
     loop_depth_ = saved_loops;
     if (Peek().kind == Token::Kind::kName) Next();  // {% endmacro name %}
     ExpectClose();
@@ -618,6 +621,11 @@ class Parser {
         } else {
           e->kind = Expr::Kind::kName;
           e->name = n;
+          // As Jinja's: a name in a nested macro counts for the outer ones too.
+          for (Stmt* macro : macros_) {
+            macro->takes_varargs |= n == "varargs";
+            macro->takes_kwargs |= n == "kwargs";
+          }
         }
         Next();
         return e;
@@ -668,6 +676,7 @@ class Parser {
   size_t pos_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  std::vector<Stmt*> macros_;  // the macros whose bodies are being parsed
 };
 
 }  // namespace

@@ -276,6 +276,22 @@ TEST(JinjaTemplateTest, NumberLiteralsAndTagMarkersReadAsJinjas) {
   });
 }
 
+TEST(JinjaTemplateTest, MacrosTakeExtrasOnlyWhereTheyNameVarargsOrKwargs) {
+  ExpectAll({
+      {"{% macro m(x) %}{{ x }}{{ varargs }}{% endmacro %}{{ m(1, 2, 3) }}|{{ m(1) }}",
+       "1(2, 3)|1()"},
+      {"{% macro m() %}{{ varargs|length }}{{ kwargs|tojson }}{% endmacro %}{{ m(1, a=3) }}",
+       "1{\"a\": 3}"},
+      {"{% macro o() %}{% macro i() %}{{ varargs }}{% endmacro %}{{ i(5) }}{% endmacro %}{{ o(1) "
+       "}}",
+       "(5,)"},
+      {"{% macro m(x) %}{{ x }}{% endmacro %}{{ m(1, 2) }}",
+       "ERROR: template line 1: macro 'm' takes 1 arguments, given 2"},
+      {"{% macro m(x) %}{{ x }}{% endmacro %}{{ m(1, y=2) }}",
+       "ERROR: template line 1: macro 'm' takes no keyword argument 'y'"},
+  });
+}
+
 TEST(JinjaTemplateTest, IntAndFloatFiltersReadStringsAsPython) {
   ExpectAll({
       {R"({{ "42.23"|int }}|{{ "1e3"|int }}|{{ "1_000"|int }}|{{ " 12 "|int }}|{{ "+5"|int }})",
