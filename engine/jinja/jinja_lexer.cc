@@ -35,8 +35,10 @@ struct Preprocessed {
 // Whether the "%}" at `close` ends a "{% raw %}" tag ("{%- raw %}" too).
 // Looks back a few characters only, so a text of many "%}" stays linear.
 bool EndsRawTag(const std::string& text, size_t close) {
+  // The "{%" ends at or before `close`: "{%}" is no raw tag.
+  if (close < 2) return false;
   const size_t from = close > 24 ? close - 24 : 0;
-  const size_t open = text.rfind("{%", close);
+  const size_t open = text.rfind("{%", close - 2);
   if (open == std::string::npos || open < from) return false;
   std::string_view body(text.data() + open + 2, close - open - 2);
   if (!body.empty() && (body.front() == '-' || body.front() == '+')) body.remove_prefix(1);

@@ -273,6 +273,9 @@ TEST(JinjaTemplateTest, NumberLiteralsAndTagMarkersReadAsJinjas) {
       {"a\n  {#+ c +#}\nx", "a\n  \nx"},
       {"{% raw %}\n{{ x }}{% endraw %}", "\n{{ x }}"},
       {"a\n  {% raw %}\n  b\n  {% endraw %}\nc", "a\n\n  b\nc"},
+      // A "%}" right after "{" is no raw tag to look back into (fuzzing found
+      // the look-back reading before the tag).
+      {"{%}\nx", "PARSE: template line 2: a '{%' is not closed"},
   });
 }
 
