@@ -59,7 +59,8 @@ struct Stmt {
     kSetBlock,     // {% set target %} body {% endset %}, through filters when given
     kMacro,        // {% macro name(params) %} body
     kCallBlock,    // {% call [(params)] expr %} body: expr called with `caller`
-    kFilterBlock,  // {% filter f %} body: the body's text through filters
+    kFilterBlock,  // {% filter f %} body: the body's text through filters (none:
+                   // {% generation %})
     kBreak,
     kContinue,
   };

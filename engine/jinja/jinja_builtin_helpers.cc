@@ -353,7 +353,7 @@ List ToList(const Value& v) {
       return v.list();
     case Value::Kind::kDict: {
       List keys;
-      for (const auto& item : v.dict().items()) keys.push_back(Value::String(item.first));
+      for (const auto& item : v.dict().items()) keys.push_back(item.first);
       return keys;
     }
     case Value::Kind::kString: {
@@ -374,7 +374,7 @@ Value Items(const Value& v) {
   if (!v.is_dict()) throw RenderError(absl::StrCat("items of a ", v.TypeName(), " (not a dict)"));
   List out;
   for (const auto& [key, value] : v.dict().items()) {
-    out.push_back(Value::MakeTuple({Value::String(key), value}));
+    out.push_back(Value::MakeTuple({key, value}));
   }
   return Value::MakeList(std::move(out));
 }
@@ -414,6 +414,37 @@ Value Attribute(const Value& item, const std::string& path) {
     if (dot == std::string::npos) return current;
     start = dot + 1;
   }
+}
+
+Value Escape(const Value& v) {
+  if (v.is_safe()) return v;
+  std::string out;
+  for (char c : v.Str()) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return Value::SafeString(std::move(out));
+}
+
+Value SameSafety(const Value& like, std::string text) {
+  return like.is_safe() ? Value::SafeString(std::move(text)) : Value::String(std::move(text));
 }
 
 }  // namespace linserve::jinja

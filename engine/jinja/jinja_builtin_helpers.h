@@ -48,6 +48,12 @@ int64_t Length(const Value& v);
 List ToList(const Value& v);
 // dict.items() as a list of (key, value) tuples.
 Value Items(const Value& v);
+// markupsafe's escape(): & < > " ' as HTML entities, a safe string
+// (Markup) as it is; the result is safe.
+Value Escape(const Value& v);
+// `text` as a string that is safe where `like` is (Markup's methods give
+// Markup).
+Value SameSafety(const Value& like, std::string text);
 // An item's attribute by a dotted path (`function.name`), as Jinja's attrgetter.
 Value Attribute(const Value& item, const std::string& path);
 

@@ -24,7 +24,7 @@ bool Contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::kDict:
-      return item.is_string() && container.dict().Find(item.string()) != nullptr;
+      return container.dict().Find(item) != nullptr;
     case Value::Kind::kUndefined:
       return false;
     default:
@@ -225,7 +225,7 @@ Value GetMethod(Interpreter& in, const Value& object, const std::string& name) {
         if (args.positional.empty()) throw RenderError("get needs a key");
         const Value* fallback = args.Get(1, "default");
         const Value& key = args.positional[0];
-        const Value* found = key.is_string() ? dict.dict().Find(key.string()) : nullptr;
+        const Value* found = dict.dict().Find(key);
         if (found != nullptr) return *found;
         return fallback != nullptr ? *fallback : Value::None();
       });

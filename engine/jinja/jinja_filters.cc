@@ -166,6 +166,8 @@ bool ApplyTestByName(Interpreter& in, const std::string& name, const Value& item
 
 // select/reject/selectattr/rejectattr.
 Value Select(Interpreter& in, const Value& operand, CallArgs& args, bool by_attribute, bool keep) {
+  // Jinja selects from a false value (none, undefined, "") nothing, unread.
+  if (!operand.Truthy()) return Value::MakeList();
   List items = ToList(operand);
   size_t next = 0;
   std::string attribute;
@@ -251,10 +253,10 @@ Value SortFilter(Interpreter& in, const std::string& name, const Value& v, const
 }  // namespace
 
 Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, CallArgs& args) {
-  if (name == "trim") return Value::String(Strip(v.Str(), args.Get(0, "chars"), true, true));
+  if (name == "trim") return SameSafety(v, Strip(v.Str(), args.Get(0, "chars"), true, true));
   if (name == "length" || name == "count") return Value::Int(Length(v));
-  if (name == "string") return Value::String(v.Str());
-  if (name == "safe") return v;
+  if (name == "string") return SameSafety(v, v.Str());
+  if (name == "safe") return Value::SafeString(v.Str());
   if (name == "tojson") {
     std::string json = v.ToJson(JsonFormatFrom(args));
     in.CheckSize(json.size());
@@ -267,8 +269,8 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     if (items.empty()) return Value();
     return name == "first" ? items.front() : items.back();
   }
-  if (name == "lower") return Value::String(Lower(v.Str()));
-  if (name == "upper") return Value::String(Upper(v.Str()));
+  if (name == "lower") return SameSafety(v, Lower(v.Str()));
+  if (name == "upper") return SameSafety(v, Upper(v.Str()));
   if (name == "capitalize") return Value::String(Capitalize(v.Str()));
   if (name == "title") return Value::String(TitleFilter(v.Str()));
   if (name == "replace") {
@@ -393,6 +395,8 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
     return total;
   }
   if (name == "map") {
+    // As select: a false value maps to nothing, its arguments unread.
+    if (!v.Truthy()) return Value::MakeList();
     const Value* attribute = args.Get(99, "attribute");
     List out;
     if (attribute != nullptr) {
@@ -459,31 +463,7 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
   }
   if (name == "wordcount")
     return Value::Int(static_cast<int64_t>(Split(in, v.Str(), CallArgs()).list().size()));
-  if (name == "escape" || name == "e") {
-    std::string out;
-    for (char c : v.Str()) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&#34;";
-          break;
-        case '\'':
-          out += "&#39;";
-          break;
-        default:
-          out += c;
-      }
-    }
-    return Value::String(std::move(out));
-  }
+  if (name == "escape" || name == "e") return Escape(v);
   throw RenderError(absl::StrCat("the filter '", name, "' is not supported"));
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/jinja/jinja_builtin_helpers.h"
 
 namespace linserve::jinja {
 
@@ -102,7 +103,8 @@ Interpreter::Flow Interpreter::Exec(const Body& body, const std::shared_ptr<Scop
         break;
       }
       case Stmt::Kind::kFilterBlock: {
-        Value text = Value::String(Render(stmt.body, scope));
+        // The body's sets stay in the block, as Jinja's.
+        Value text = Value::String(Render(stmt.body, std::make_shared<Scope>(scope)));
         for (const auto& filter : stmt.filters) text = EvalFilter(*filter, std::move(text), scope);
         Emit(text.Str());
         break;
@@ -125,7 +127,7 @@ List Iterate(const Value& value) {
       return value.list();
     case Value::Kind::kDict: {
       List keys;
-      for (const auto& item : value.dict().items()) keys.push_back(Value::String(item.first));
+      for (const auto& item : value.dict().items()) keys.push_back(item.first);
       return keys;
     }
     case Value::Kind::kString: {
@@ -363,8 +365,7 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
       Value dict = Value::MakeDict();
       for (size_t i = 0; i + 1 < expr.children.size(); i += 2) {
         Value key = Eval(*expr.children[i], scope);
-        if (!key.is_string()) throw RenderError("a dict key must be a string");
-        dict.dict().Set(key.string(), Eval(*expr.children[i + 1], scope));
+        dict.dict().Set(key, Eval(*expr.children[i + 1], scope));
       }
       return dict;
     }
@@ -387,8 +388,10 @@ Value Interpreter::Eval(const Expr& expr, const std::shared_ptr<Scope>& scope) {
       Value object = Eval(*expr.children[0], scope);
       Value key = Eval(*expr.children[1], scope);
       if (object.is_dict()) {
-        if (!key.is_string()) return Value();
-        const Value* item = object.dict().Find(key.string());
+        // As Jinja's getitem: an absent or unhashable key is undefined.
+        if (key.is_list() && !key.is_tuple()) return Value();
+        if (key.is_dict() || key.kind() == Value::Kind::kFunction) return Value();
+        const Value* item = object.dict().Find(key);
         return item == nullptr ? Value() : *item;
       }
       if (object.is_list() || object.is_string()) {
@@ -554,6 +557,13 @@ Value Interpreter::EvalBinary(const Expr& expr, const std::shared_ptr<Scope>& sc
   };
   if (numeric(a) && numeric(b)) return Arithmetic(op, as_number(a), as_number(b));
   if (op == "+" && a.is_string() && b.is_string()) {
+    // Markup + str escapes the str first, either side (markupsafe's
+    // __add__ and __radd__).
+    if (a.is_safe() || b.is_safe()) {
+      const std::string left = Escape(a).string(), right = Escape(b).string();
+      CheckSize(left.size() + right.size());
+      return Value::SafeString(left + right);
+    }
     CheckSize(a.string().size() + b.string().size());
     return Value::String(a.string() + b.string());
   }

@@ -47,6 +47,23 @@ bool EndsRawTag(const std::string& text, size_t close) {
   return body == "raw";
 }
 
+// Every "\r\n" and lone "\r" read as "\n", string literals included, as
+// Jinja reads its source: a template saved with Windows line ends renders
+// the same prompt.
+std::string NormalizeNewlines(std::string_view source) {
+  std::string out;
+  out.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] != '\r') {
+      out += source[i];
+      continue;
+    }
+    out += '\n';
+    if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+  }
+  return out;
+}
+
 Preprocessed Preprocess(std::string_view source) {
   if (!source.empty() && source.back() == '\n') source.remove_suffix(1);
   Preprocessed stripped;
@@ -112,6 +129,7 @@ class Lexer {
         bool strip_after = close > pos_ && src_[close - 1] == '-';
         Advance(close + 2);
         if (strip_after) SkipSpace();
+        tokens_after_comment_ = tokens_.size();
         continue;
       }
       int line = line_;
@@ -156,8 +174,12 @@ class Lexer {
     tokens_.push_back({Token::Kind::kText, std::move(text), line_});
   }
 
+  // A "-" strips the text right before its tag; text before a comment is
+  // not right before (Jinja keeps "a\n" in "a\n{# c #}{%- x %}").
   void StripTrailingText() {
-    if (tokens_.empty() || tokens_.back().kind != Token::Kind::kText) return;
+    if (tokens_.size() <= tokens_after_comment_ || tokens_.back().kind != Token::Kind::kText) {
+      return;
+    }
     std::string& text = tokens_.back().text;
     while (!text.empty() && IsSpace(text.back())) text.pop_back();
     if (text.empty()) tokens_.pop_back();
@@ -404,12 +426,13 @@ class Lexer {
   size_t pos_ = 0;
   int line_ = 1;
   std::vector<Token> tokens_;
+  size_t tokens_after_comment_ = 0;  // tokens_.size() when the last comment ended
 };
 
 }  // namespace
 
 absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) {
-  return Lexer(Preprocess(source)).Run();
+  return Lexer(Preprocess(NormalizeNewlines(source))).Run();
 }
 
 }  // namespace linserve::jinja

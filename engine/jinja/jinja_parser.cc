@@ -120,10 +120,6 @@ class Parser {
           return body;
         }
       }
-      if (tag == "generation" || tag == "endgeneration") {
-        ExpectClose();  // training-time marks; rendering ignores them
-        continue;
-      }
       body.push_back(ParseStatement(tag));
     }
   }
@@ -142,6 +138,7 @@ class Parser {
     if (tag == "macro") return ParseMacro();
     if (tag == "call") return ParseCall();
     if (tag == "filter") return ParseFilterBlock();
+    if (tag == "generation") return ParseGenerationBlock();
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) Fail(absl::StrCat("'{% ", tag, " %}' outside a loop"));
       auto stmt = NewStmt(tag == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue);
@@ -149,7 +146,8 @@ class Parser {
       return stmt;
     }
     static const absl::flat_hash_set<std::string> kEnds = {
-        "elif", "else", "endif", "endfor", "endset", "endmacro", "endcall", "endfilter", "endraw"};
+        "elif",     "else",    "endif",     "endfor", "endset",
+        "endmacro", "endcall", "endfilter", "endraw", "endgeneration"};
     if (kEnds.contains(tag)) Fail(absl::StrCat("'{% ", tag, " %}' without its opening tag"));
     Fail(absl::StrCat("'{% ", tag, " %}' is not supported"));
   }
@@ -291,6 +289,17 @@ class Parser {
     ExpectClose();
     std::string end;
     stmt->body = ParseBody({"endcall"}, &end);
+    ExpectClose();
+    return stmt;
+  }
+
+  // transformers' {% generation %}: marks the assistant's text for training;
+  // rendering gives its body, in a scope of its own as a call block's.
+  std::unique_ptr<Stmt> ParseGenerationBlock() {
+    auto stmt = NewStmt(Stmt::Kind::kFilterBlock);
+    ExpectClose();
+    std::string end;
+    stmt->body = ParseBody({"endgeneration"}, &end);
     ExpectClose();
     return stmt;
   }

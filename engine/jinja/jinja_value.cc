@@ -8,13 +8,71 @@
 
 namespace linserve::jinja {
 
+namespace {
+
+// The index key of a key that is not a string, equal where Python's keys are
+// equal: true, 1 and 1.0 are "n1"; tuples hold their items' keys.
+std::string OtherKey(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kUndefined:
+      return "u";
+    case Value::Kind::kNone:
+      return "N";
+    case Value::Kind::kBool:
+      return key.boolean() ? "n1" : "n0";
+    case Value::Kind::kInt:
+      return absl::StrCat("n", key.integer());
+    case Value::Kind::kFloat: {
+      const double f = key.number();
+      // 2^63 is past int64_t; an integral float below it is that integer's key.
+      if (std::trunc(f) == f && std::fabs(f) < 9.2233720368547758e18) {
+        return absl::StrCat("n", static_cast<int64_t>(f));
+      }
+      return "f" + FloatRepr(f);
+    }
+    case Value::Kind::kString:
+      return "s" + key.string();
+    case Value::Kind::kList:
+      if (key.is_tuple()) {
+        std::string out = "(";
+        for (const Value& item : key.list()) {
+          const std::string inner = OtherKey(item);
+          absl::StrAppend(&out, inner.size(), ":", inner);
+        }
+        return out;
+      }
+      break;
+    default:
+      break;
+  }
+  throw RenderError(absl::StrCat("unhashable type: '", key.TypeName(), "'"));
+}
+
+}  // namespace
+
 const Value* Dict::Find(const std::string& key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &items_[it->second].second;
+  auto it = string_index_.find(key);
+  return it == string_index_.end() ? nullptr : &items_[it->second].second;
+}
+
+const Value* Dict::Find(const Value& key) const {
+  if (key.is_string()) return Find(key.string());
+  auto it = other_index_.find(OtherKey(key));
+  return it == other_index_.end() ? nullptr : &items_[it->second].second;
 }
 
 void Dict::Set(const std::string& key, Value value) {
-  auto [it, inserted] = index_.try_emplace(key, items_.size());
+  auto [it, inserted] = string_index_.try_emplace(key, items_.size());
+  if (inserted) {
+    items_.emplace_back(Value::String(key), std::move(value));
+  } else {
+    items_[it->second].second = std::move(value);
+  }
+}
+
+void Dict::Set(const Value& key, Value value) {
+  if (key.is_string()) return Set(key.string(), std::move(value));
+  auto [it, inserted] = other_index_.try_emplace(OtherKey(key), items_.size());
   if (inserted) {
     items_.emplace_back(key, std::move(value));
   } else {
@@ -56,6 +114,11 @@ Value Value::String(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
   v.string_ = std::move(s);
+  return v;
+}
+Value Value::SafeString(std::string s) {
+  Value v = String(std::move(s));
+  v.is_safe_ = true;
   return v;
 }
 Value Value::MakeList(List items) {
@@ -280,7 +343,7 @@ std::string Value::Repr() const {
       for (const auto& [key, value] : dict_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += PythonQuote(key) + ": " + value.Repr();
+        out += key.Repr() + ": " + value.Repr();
       }
       return out + (is_namespace_ ? "}>" : "}");
     }
@@ -327,6 +390,53 @@ bool Value::Equals(const Value& other) const {
   }
 }
 
+namespace {
+
+// json.dumps's text for a key: strings as they are, numbers as repr, true,
+// false and null; other keys are refused as Python refuses them.
+std::string JsonKey(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kString:
+      return key.string();
+    case Value::Kind::kNone:
+      return "null";
+    case Value::Kind::kBool:
+      return key.boolean() ? "true" : "false";
+    case Value::Kind::kInt:
+      return std::to_string(key.integer());
+    case Value::Kind::kFloat: {
+      std::string json;
+      key.AppendJsonNumber(json);
+      return json;
+    }
+    default:
+      throw RenderError(
+          absl::StrCat("tojson: keys must be str, int, float, bool or None, not ", key.TypeName()));
+  }
+}
+
+// sort_keys: Python sorts the keys themselves, so strings among strings and
+// numbers among numbers; a mix is its TypeError.
+void SortJsonKeys(std::vector<const std::pair<Value, Value>*>& items) {
+  const bool strings = items.front()->first.is_string();
+  for (const auto* item : items) {
+    const Value& key = item->first;
+    const bool numeric = key.is_number() || key.kind() == Value::Kind::kBool;
+    if (strings ? !key.is_string() : !numeric) {
+      throw RenderError("tojson: sort_keys cannot order keys of different types");
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [strings](const auto* a, const auto* b) {
+    if (strings) return a->first.string() < b->first.string();
+    auto n = [](const Value& v) {
+      return v.kind() == Value::Kind::kBool ? (v.boolean() ? 1.0 : 0.0) : v.number();
+    };
+    return n(a->first) < n(b->first);
+  });
+}
+
+}  // namespace
+
 std::string Value::ToJson(const JsonFormat& format) const {
   std::string out;
   AppendJson(format, 0, out);
@@ -351,13 +461,7 @@ void Value::AppendJson(const JsonFormat& format, int depth, std::string& out) co
       out += std::to_string(int_);
       return;
     case Kind::kFloat:
-      if (std::isnan(float_)) {
-        out += "NaN";
-      } else if (std::isinf(float_)) {
-        out += float_ > 0 ? "Infinity" : "-Infinity";
-      } else {
-        out += FloatRepr(float_);
-      }
+      AppendJsonNumber(out);
       return;
     case Kind::kString:
       AppendJsonString(string_, out);
@@ -380,17 +484,14 @@ void Value::AppendJson(const JsonFormat& format, int depth, std::string& out) co
         out += "{}";
         return;
       }
-      std::vector<const std::pair<std::string, Value>*> items;
+      std::vector<const std::pair<Value, Value>*> items;
       for (const auto& item : dict_->items()) items.push_back(&item);
-      if (format.sort_keys) {
-        std::sort(items.begin(), items.end(),
-                  [](const auto* a, const auto* b) { return a->first < b->first; });
-      }
+      if (format.sort_keys && items.size() > 1) SortJsonKeys(items);
       out += '{';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += format.item_separator;
         out += newline;
-        AppendJsonString(items[i]->first, out);
+        AppendJsonString(JsonKey(items[i]->first), out);
         out += format.key_separator;
         items[i]->second.AppendJson(format, depth + 1, out);
       }
@@ -399,6 +500,18 @@ void Value::AppendJson(const JsonFormat& format, int depth, std::string& out) co
     }
     case Kind::kFunction:
       throw RenderError("tojson: a function is not JSON");
+  }
+}
+
+void Value::AppendJsonNumber(std::string& out) const {
+  if (kind_ == Kind::kInt) {
+    out += std::to_string(int_);
+  } else if (std::isnan(float_)) {
+    out += "NaN";
+  } else if (std::isinf(float_)) {
+    out += float_ > 0 ? "Infinity" : "-Infinity";
+  } else {
+    out += FloatRepr(float_);
   }
 }
 

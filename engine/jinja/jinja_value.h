@@ -28,16 +28,24 @@ using List = std::vector<Value>;
 
 // A dictionary that keeps insertion order, as Python's does: templates print
 // tools' JSON schemas with `tojson`, and the reference keeps their key order.
+// Keys are what Python hashes: strings (all a JSON context gives), none,
+// booleans, numbers and tuples of them ({512: 128} in a template), with 1,
+// 1.0 and true one key. Strings are looked up without building a key.
 class Dict {
  public:
   const Value* Find(const std::string& key) const;
+  // nullptr when absent; throws RenderError for a list or dict (unhashable).
+  const Value* Find(const Value& key) const;
   void Set(const std::string& key, Value value);
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  // The first key written stays, as in Python ({1: 'a'} then [1.0] = 'b').
+  void Set(const Value& key, Value value);
+  const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   size_t size() const { return items_.size(); }
 
  private:
-  std::vector<std::pair<std::string, Value>> items_;
-  absl::flat_hash_map<std::string, size_t> index_;
+  std::vector<std::pair<Value, Value>> items_;
+  absl::flat_hash_map<std::string, size_t> string_index_;
+  absl::flat_hash_map<std::string, size_t> other_index_;  // by OtherKey
 };
 
 // Arguments of a call: positional, then keyword in the order written.
@@ -63,6 +71,10 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   static Value String(std::string s);
+  // Python's Markup, which `safe` and `escape` give: printed as it is, it
+  // escapes what is added to it with + (Markup('<b>') + '<' is '<b>&lt;')
+  // and is not escaped again.
+  static Value SafeString(std::string s);
   static Value MakeList(List items = {});
   // A list that prints as Python's tuple, ('a', 1), and equals no list.
   static Value MakeTuple(List items);
@@ -80,6 +92,7 @@ class Value {
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat; }
   bool is_namespace() const { return kind_ == Kind::kDict && is_namespace_; }
   bool is_tuple() const { return kind_ == Kind::kList && is_tuple_; }
+  bool is_safe() const { return kind_ == Kind::kString && is_safe_; }
 
   bool boolean() const { return bool_; }
   int64_t integer() const { return int_; }
@@ -106,6 +119,8 @@ class Value {
     bool sort_keys = false;
   };
   std::string ToJson(const JsonFormat& format) const;
+  // A number as json.dumps writes it: 3, 2.5, NaN, Infinity.
+  void AppendJsonNumber(std::string& out) const;
   const char* TypeName() const;
 
  private:
@@ -115,6 +130,7 @@ class Value {
   bool bool_ = false;
   bool is_namespace_ = false;
   bool is_tuple_ = false;
+  bool is_safe_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::string string_;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # linserve's Jinja engine against npm's @huggingface/jinja (what
-# transformers.js renders chat templates with): every template of
-# templates/ over a generated table of conversations must render
-# byte-identically, or fail in both (jinja_conformance.mjs).
+# transformers.js renders chat templates with): the templates of
+# templates/ that jinja_conformance.mjs names, over the conversations of
+# conversations.json, must render byte-identically, or fail in both.
 #
 #   tests/engine/jinja/jinja_conformance.sh JINJA_RENDER
 #

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """linserve's Jinja engine against Python's own Jinja (Debian's python3-jinja2),
 in the environment transformers renders chat templates in: a sandbox with
-trim_blocks, lstrip_blocks and loop controls, its tojson, raise_exception and
-strftime_now.
+trim_blocks, lstrip_blocks and loop controls, its {% generation %} tag, its
+tojson, raise_exception and strftime_now.
 
 Each template of python_reference_cases.jsonl renders over one context in
 both. They must give the same text, or both fail; a case may say otherwise:
@@ -25,6 +25,8 @@ import tempfile
 
 try:
     import jinja2
+    import jinja2.ext
+    import jinja2.nodes
     import jinja2.sandbox
 except ImportError:
     print('SKIP: python3-jinja2 not installed')
@@ -38,9 +40,26 @@ CONTEXT = {
 }
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' {% generation %}...{% endgeneration %}: the body rendered
+    through a call block (so in its own scope), as transformers renders it when
+    it is not tracking the assistant's tokens."""
+    tags = {'generation'}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(('name:endgeneration',), drop_needle=True)
+        call = self.call_method('_render_body')
+        return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller):
+        return caller()
+
+
 def python_environment():
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])
+        trim_blocks=True, lstrip_blocks=True,
+        extensions=['jinja2.ext.loopcontrols', GenerationTag])
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,

@@ -373,5 +373,84 @@ TEST(JinjaTemplateTest, OperatorsTestsAndNoneReadAsJinjas) {
       context);
 }
 
+// Each expectation below is python3-jinja2's rendering in transformers'
+// environment; the templates are what real chat templates do (ByteDance
+// Seed-OSS's integer keys, Functionary v3.1's "x"|safe + tojson, MiniMax M2's
+// comment between a tag and a "{%-", a template saved with Windows line ends).
+TEST(JinjaTemplateTest, LineEndsAndCommentsReadAsJinjas) {
+  ExpectAll({
+      // Every "\r\n" and lone "\r" is "\n", string literals included, and
+      // the one trailing newline goes in either form.
+      {"a\r\n{% if true %}\r\nb{% endif %}\r\n", "a\nb"},
+      {"x\ry\r\n", "x\ny"},
+      {"{{ 'p\r\nq' }}", "p\nq"},
+      {"{{ 'r\\rs' }}", "r\rs"},
+      // A "-" strips the text right before its tag, not across a comment.
+      {"a\n  {# c #}\n  {%- if true %}b{% endif %}", "a\nb"},
+      {"a\n{#- c #}\n{{- 'b' }}", "ab"},
+      {"a\n  {# c #}\n{{- 'b' }}", "a\nb"},
+  });
+}
+
+TEST(JinjaTemplateTest, GenerationAndFilterBlocksKeepTheirSetsInside) {
+  ExpectAll({
+      {"{% set x = 1 %}{% generation %}{% set x = 2 %}{{ x }}{% endgeneration %}{{ x }}", "21"},
+      {"{% set x = 1 %}{% filter upper %}{% set x = 2 %}a{{ x }}{% endfilter %}{{ x }}", "A21"},
+      {"{% set ns = namespace(a=1) %}{% generation %}{% set ns.a = 2 %}{% endgeneration %}"
+       "{{ ns.a }}",
+       "2"},
+      {"{% endgeneration %}",
+       "PARSE: template line 1: '{% endgeneration %}' without its opening tag"},
+  });
+}
+
+TEST(JinjaTemplateTest, SelectAndMapOfAFalseValueAreEmpty) {
+  ExpectAll({
+      {"{{ none|selectattr('type', 'equalto', 'x')|list }}|{{ none|rejectattr('a')|list }}",
+       "[]|[]"},
+      {"{{ undefined_name|select|list }}|{{ ''|reject|list }}|{{ 0|map('upper')|list }}",
+       "[]|[]|[]"},
+      // Unread: a filter map does not know is no error on nothing.
+      {"{{ none|map('no_such_filter')|list }}", "[]"},
+      {"{{ 5|select|list }}", "ERROR: template line 1: a integer is not iterable"},
+  });
+}
+
+TEST(JinjaTemplateTest, DictKeysAreAnyHashableAsInPython) {
+  ExpectAll({
+      {"{% set d = {0: 'a', 512: 'b', none: 'c', true: 't', 2.5: 'f', (1, 'x'): 'u'} %}"
+       "{{ d }}|{{ d[512] }}{{ d[1.0] }}{{ d[none] }}{{ d[(1, 'x')] }}|{{ 512 in d }}"
+       "{{ '512' in d }}|{{ d.get(2.5) }}",
+       "{0: 'a', 512: 'b', None: 'c', True: 't', 2.5: 'f', (1, 'x'): 'u'}|btcu|TrueFalse|f"},
+      {"{% for k, v in {3: 'c', 1: 'a', 2: 'b'}|dictsort %}{{ k + 1 }}{{ v }}{% endfor %}",
+       "2a3b4c"},
+      {"{{ {1: 2, 'a': 3, 2.5: 4, none: 5, false: 6}|tojson }}",
+       R"({"1": 2, "a": 3, "2.5": 4, "null": 5, "false": 6})"},
+      {"{{ {2: 1, 1: 2}|tojson(sort_keys=true) }}", R"({"1": 2, "2": 1})"},
+      {"{{ {'a': 1}[[1]] }}x", "x"},
+      {"{{ {[1]: 2} }}", "ERROR: template line 1: unhashable type: 'list'"},
+      {"{{ {(1, 2): 1}|tojson }}",
+       "ERROR: template line 1: tojson: keys must be str, int, float, bool or None, not tuple"},
+  });
+}
+
+TEST(JinjaTemplateTest, SafeStringsEscapeWhatIsAddedToThem) {
+  Json context = {{"d", {{"b", "<1>"}}}};
+  ExpectAll(
+      {
+          // Markup + str escapes the str, on either side; ~ joins plain strings.
+          {"{{ '<b>'|safe + '<' }}|{{ '<' + '<b>'|safe }}|{{ ('<'|safe) ~ '&' }}",
+           "<b>&lt;|&lt;<b>|<&"},
+          {R"({{ "'"|safe + d|tojson }})", R"('{&#34;b&#34;: &#34;&lt;1&gt;&#34;})"},
+          // escape leaves a safe string as it is; string, trim, upper and
+          // lower keep it safe.
+          {"{{ '<'|e|e }}|{{ d|tojson|safe|e }}|{{ ('x'|safe|trim|upper) + '&' }}",
+           R"(&lt;|{"b": "<1>"}|X&amp;)"},
+          {"{{ 5|safe + '<' }}|{{ (none|safe) is string }}|{{ ('a'|safe) == 'a' }}",
+           "5&lt;|True|True"},
+      },
+      context);
+}
+
 }  // namespace
 }  // namespace linserve::jinja
