@@ -13,6 +13,10 @@ namespace {
 
 constexpr char kFileName[] = "chat_template.json";
 constexpr char kJinjaFileName[] = "chat_template.jinja";
+// Where transformers saves a tokenizer's further named templates, one
+// <name>.jinja each.
+constexpr char kMoreJinjaDirName[] = "additional_chat_templates";
+constexpr char kToolUseName[] = "tool_use";
 constexpr char kTokenizerConfigName[] = "tokenizer_config.json";
 
 absl::Status Bad(absl::string_view source, absl::string_view what) {
@@ -175,6 +179,18 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(absl::string_view text,
   return t;
 }
 
+absl::Status ChatTemplate::AddToolUseTemplate(absl::string_view text, const std::string& source) {
+  absl::StatusOr<jinja::Template> parsed =
+      jinja::Template::Parse(std::string_view(text.data(), text.size()));
+  if (!parsed.ok()) return Bad(source, parsed.status().message());
+  tool_use_jinja_ = std::make_shared<const jinja::Template>(*std::move(parsed));
+  tool_use_source_ = source;
+  writes_think_tags_ = writes_think_tags_ || text.find("</think>") != absl::string_view::npos;
+  // Calls are made where tools were sent, so in this template's form.
+  tool_call_format_ = DetectToolCallFormat(std::string_view(text.data(), text.size()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_path,
                                                     const std::string& architecture,
                                                     const std::string& template_file) {
@@ -199,19 +215,39 @@ absl::StatusOr<ChatTemplate> ChatTemplate::ForModel(const std::string& model_pat
     if (file.string() == template_file || std::filesystem::exists(file, error)) {
       absl::StatusOr<std::string> text = ReadText(file);
       if (!text.ok()) return text.status();
-      return FromJinja(*text, file.string(), bos, eos);
+      LINSERVE_ASSIGN_OR_RETURN(ChatTemplate t, FromJinja(*text, file.string(), bos, eos));
+      const std::filesystem::path tool_use =
+          dir / kMoreJinjaDirName / (std::string(kToolUseName) + ".jinja");
+      if (file.string() != template_file && std::filesystem::exists(tool_use, error)) {
+        LINSERVE_ASSIGN_OR_RETURN(std::string tool_use_text, ReadText(tool_use));
+        LINSERVE_RETURN_IF_ERROR(t.AddToolUseTemplate(tool_use_text, tool_use.string()));
+      }
+      return t;
     }
   }
   if (const auto it = tokenizer_config.find("chat_template"); it != tokenizer_config.end()) {
     const std::string source = config_file.string() + " chat_template";
     if (it->is_string()) return FromJinja(it->get<std::string>(), source, bos, eos);
-    // A list of named templates: the one named "default".
+    // A list of named templates: the one named "default", and "tool_use"
+    // where there is one.
     if (it->is_array()) {
-      for (const nlohmann::json& named : *it) {
-        if (named.is_object() && named.value("name", "") == "default" &&
-            named.contains("template") && named["template"].is_string()) {
-          return FromJinja(named["template"].get<std::string>(), source + " \"default\"", bos, eos);
+      auto named_text = [&](const char* name) -> const nlohmann::json* {
+        for (const nlohmann::json& named : *it) {
+          if (named.is_object() && named.value("name", "") == name && named.contains("template") &&
+              named["template"].is_string()) {
+            return &named["template"];
+          }
         }
+        return nullptr;
+      };
+      if (const nlohmann::json* text = named_text("default"); text != nullptr) {
+        LINSERVE_ASSIGN_OR_RETURN(
+            ChatTemplate t, FromJinja(text->get<std::string>(), source + " \"default\"", bos, eos));
+        if (const nlohmann::json* tool_use = named_text(kToolUseName); tool_use != nullptr) {
+          LINSERVE_RETURN_IF_ERROR(
+              t.AddToolUseTemplate(tool_use->get<std::string>(), source + " \"tool_use\""));
+        }
+        return t;
       }
     }
     return Bad(source, "is neither a template nor a list holding one named \"default\"");
@@ -244,10 +280,13 @@ absl::StatusOr<RenderedPrompt> ChatTemplate::RenderJinja(const RequestJson& mess
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = bos_token_;
   context["eos_token"] = eos_token_;
-  absl::StatusOr<std::string> text = jinja_->Render(context);
+  // transformers renders through "tool_use" whenever tools are passed.
+  const bool tool_use = !tools.is_null() && tool_use_jinja_ != nullptr;
+  absl::StatusOr<std::string> text = (tool_use ? *tool_use_jinja_ : *jinja_).Render(context);
   if (!text.ok()) {
-    return absl::Status(text.status().code(), absl::StrCat("the chat template (", source_,
-                                                           "): ", text.status().message()));
+    return absl::Status(text.status().code(),
+                        absl::StrCat("the chat template (", tool_use ? tool_use_source_ : source_,
+                                     "): ", text.status().message()));
   }
   return fence.Lift(*std::move(text));
 }

@@ -30,7 +30,11 @@
 // (engine/jinja/), as Hugging Face's apply_chat_template does. The first of
 // these is the model's template: --chat_template_file, the model directory's
 // chat_template.jinja, tokenizer_config.json's "chat_template", then
-// chat_template.json, then the built-ins above.
+// chat_template.json, then the built-ins above. A model may publish a second
+// Jinja template named "tool_use" (additional_chat_templates/tool_use.jinja
+// beside chat_template.jinja, or in tokenizer_config.json's list beside
+// "default"): as transformers does, a request that sends tools renders
+// through it.
 
 #include <memory>
 #include <optional>
@@ -121,7 +125,8 @@ class ChatTemplate {
                                                  bool enable_thinking) const;
 
   // A Jinja template's rendering: `messages` as the request sent them (each
-  // call's arguments as an object), `tools` (null: none), the generation
+  // call's arguments as an object), `tools` (null: none; otherwise the
+  // "tool_use" template renders where the model has one), the generation
   // prompt, and `kwargs` (chat_template_kwargs, already checked) as further
   // variables. A template's own error (raise_exception, a type error) is
   // INVALID_ARGUMENT, a limit crossed RESOURCE_EXHAUSTED. The special token
@@ -139,7 +144,8 @@ class ChatTemplate {
   // (--reasoning_format auto).
   bool writes_think_tags() const { return writes_think_tags_; }
   // How the template writes a call (--tool_call_format auto): a Jinja
-  // template's own form, else linserve (chat_template.json's).
+  // template's own form (the "tool_use" template's where there is one), else
+  // linserve (chat_template.json's).
   ToolCallFormat tool_call_format() const { return tool_call_format_; }
   // --tool_call_format, when it names one.
   void set_tool_call_format(ToolCallFormat format) { tool_call_format_ = format; }
@@ -158,12 +164,17 @@ class ChatTemplate {
   const std::string& source() const { return source_; }
 
  private:
+  // The "tool_use" template beside a Jinja one; errors name `source`.
+  absl::Status AddToolUseTemplate(absl::string_view text, const std::string& source);
+
   Role system_, user_, assistant_;
   std::optional<Tools> tools_;
   std::optional<Thinking> thinking_;
   std::vector<std::string> stop_;
   std::string source_;
   std::shared_ptr<const jinja::Template> jinja_;
+  std::shared_ptr<const jinja::Template> tool_use_jinja_;  // null: none
+  std::string tool_use_source_;
   std::string bos_token_, eos_token_;  // a Jinja template's special tokens
   std::vector<std::string> special_texts_;
   bool writes_think_tags_ = false;

@@ -73,11 +73,55 @@ TEST(ChatTemplatePrecedenceTest, TokenizerConfigListTakesTheDefaultAndBadTemplat
   auto t = ChatTemplate::ForModel(dir, "transformer");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->RenderJinja(Json::array(), Json(), true, Json::object())->text, "D");
+  // Tools sent, even none: "tool_use", as transformers picks it.
+  EXPECT_EQ(t->RenderJinja(Json::array(), Json::array(), true, Json::object())->text, "T");
   std::ofstream(dir + "/chat_template.jinja") << "line 1\n{% include 'x' %}";
   auto bad = ChatTemplate::ForModel(dir, "transformer");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(std::string(bad.status().message()),
             dir + "/chat_template.jinja: template line 2: '{% include %}' is not supported");
+}
+
+TEST(ChatTemplatePrecedenceTest, ToolUseTemplateRendersWhenToolsAreSentAndSaysHowCallsLook) {
+  const std::string dir = FreshDir("chat-template-tool-use");
+  // transformers' layout: chat_template.jinja is the default, further named
+  // templates lie in additional_chat_templates/.
+  std::ofstream(dir + "/chat_template.jinja") << "plain {{ tools is defined }}";
+  std::filesystem::create_directories(dir + "/additional_chat_templates");
+  std::ofstream(dir + "/additional_chat_templates/tool_use.jinja")
+      << "{% for t in tools %}{{ t.name }}{% endfor %} <tool_call>";
+  auto t = ChatTemplate::ForModel(dir, "transformer");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->RenderJinja(Json::array(), Json(), true, Json::object())->text, "plain False");
+  EXPECT_EQ(t->RenderJinja(Json::array(), Json::array({{{"name", "f"}}, {{"name", "g"}}}), true,
+                           Json::object())
+                ->text,
+            "fg <tool_call>");
+  // The default writes no call; the tool_use template's form is the one read.
+  EXPECT_EQ(t->tool_call_format(), ToolCallFormat::kHermes);
+  // A template named by the flag stands alone.
+  auto flagged = ChatTemplate::ForModel(dir, "transformer", dir + "/chat_template.jinja");
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  EXPECT_EQ(flagged->RenderJinja(Json::array(), Json::array(), true, Json::object())->text,
+            "plain True");
+  // A tool_use template's errors name it, at load and when it renders.
+  std::ofstream(dir + "/additional_chat_templates/tool_use.jinja")
+      << "{{ raise_exception('no tools here') }}";
+  auto raising = ChatTemplate::ForModel(dir, "transformer");
+  ASSERT_TRUE(raising.ok()) << raising.status();
+  auto raised = raising->RenderJinja(Json::array(), Json::array(), true, Json::object());
+  ASSERT_FALSE(raised.ok());
+  EXPECT_EQ(std::string(raised.status().message()),
+            "the chat template (" + dir +
+                "/additional_chat_templates/tool_use.jinja): template line 1: the template "
+                "raised: no tools here");
+  std::ofstream(dir + "/additional_chat_templates/tool_use.jinja") << "{% include 'x' %}";
+  auto bad = ChatTemplate::ForModel(dir, "transformer");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(std::string(bad.status().message()),
+            dir +
+                "/additional_chat_templates/tool_use.jinja: template line 1: '{% include %}' "
+                "is not supported");
 }
 
 absl::StatusOr<OpenAiRequest> Chat(const ChatTemplate& t, const Json& body) {
