@@ -12,6 +12,7 @@
 #include "engine/jinja/jinja_builtin_helpers.h"
 #include "engine/jinja/jinja_interpreter.h"
 #include "engine/jinja/jinja_parser.h"
+#include "engine/jinja/jinja_percent_format.h"
 
 namespace linserve::jinja {
 namespace {
@@ -464,6 +465,18 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
   if (name == "wordcount")
     return Value::Int(static_cast<int64_t>(Split(in, v.Str(), CallArgs()).list().size()));
   if (name == "escape" || name == "e") return Escape(v);
+  if (name == "format") {
+    // Jinja's: the string % (the positional values), or % {the keywords}.
+    if (!args.positional.empty() && !args.keyword.empty()) {
+      throw RenderError("format: can't handle positional and keyword arguments at the same time");
+    }
+    Value values = Value::MakeTuple(args.positional);
+    if (!args.keyword.empty()) {
+      values = Value::MakeDict();
+      for (const auto& [key, value] : args.keyword) values.dict().Set(key, value);
+    }
+    return Value::String(PercentFormat(in, v.Str(), values));
+  }
   throw RenderError(absl::StrCat("the filter '", name, "' is not supported"));
 }
 

@@ -692,12 +692,12 @@ class Parser {
 
 bool IsKnownFilter(const std::string& name) {
   static const absl::flat_hash_set<std::string> kFilters = {
-      "abs",        "capitalize", "count",    "d",       "default", "dictsort", "e",
-      "escape",     "first",      "float",    "indent",  "int",     "items",    "join",
-      "last",       "length",     "list",     "lower",   "map",     "max",      "min",
-      "reject",     "rejectattr", "replace",  "reverse", "round",   "safe",     "select",
-      "selectattr", "sort",       "string",   "sum",     "title",   "tojson",   "trim",
-      "unique",     "upper",      "wordcount"};
+      "abs",    "capitalize", "count",      "d",        "default", "dictsort", "e",
+      "escape", "first",      "float",      "format",   "indent",  "int",      "items",
+      "join",   "last",       "length",     "list",     "lower",   "map",      "max",
+      "min",    "reject",     "rejectattr", "replace",  "reverse", "round",    "safe",
+      "select", "selectattr", "sort",       "string",   "sum",     "title",    "tojson",
+      "trim",   "unique",     "upper",      "wordcount"};
   return kFilters.contains(name);
 }
 

@@ -452,5 +452,35 @@ TEST(JinjaTemplateTest, SafeStringsEscapeWhatIsAddedToThem) {
       context);
 }
 
+TEST(JinjaTemplateTest, PercentFormattingIsPythons) {
+  // Llama 3.2's and 4's pythonic tool templates write arguments with
+  // "%s"|format(value); the expectations are python3-jinja2's.
+  Json context = {{"args", {{"city", "Paris"}, {"days", 3}}}};
+  ExpectAll(
+      {
+          {"{% for k in args %}{{ '%s=%s, '|format(k, args[k]) }}{% endfor %}",
+           "city=Paris, days=3, "},
+          {"{{ '%05.3d|%-5d|%+d|%#x|%x|%5.1f|%.2s|%r|%s' % (5, 5, 5, 255, -255, 2.25, 'abc', 'a', "
+           "none) }}",
+           "00005|5    |+5|0xff|-ff|  2.2|ab|'a'|None"},
+          {"{{ '%(city)s in %(days)d days, %d%%' % args }}",
+           "ERROR: template line 1: not enough "
+           "arguments for format string"},
+          {"{{ '%(city)s in %(days)d days' % args }}|{{ '%(a)s'|format(a=[1]) }}",
+           "Paris in 3 days|[1]"},
+          {"{{ 'abc' % 5 }}",
+           "ERROR: template line 1: not all arguments converted during string formatting"},
+          {"{{ '%d' % 'x' }}",
+           "ERROR: template line 1: %d format: a real number is required, not str"},
+          {"{{ '%*d' % (3, 1) }}|{{ 7 % 4 }}", "  1|3"},
+      },
+      context);
+  // A width is counted against the output limit before it is made.
+  RenderLimits small;
+  small.max_output_bytes = 1000;
+  EXPECT_EQ(Render("{{ '%999999999999s' % 'x' }}", Json::object(), small),
+            "ERROR: template line 1: a value of more than 1000 bytes (the limit on output bytes)");
+}
+
 }  // namespace
 }  // namespace linserve::jinja
