@@ -475,7 +475,7 @@ Value ApplyFilter(Interpreter& in, const std::string& name, const Value& v, Call
       values = Value::MakeDict();
       for (const auto& [key, value] : args.keyword) values.dict().Set(key, value);
     }
-    return Value::String(PercentFormat(in, v.Str(), values));
+    return PercentFormat(in, v, values);
   }
   throw RenderError(absl::StrCat("the filter '", name, "' is not supported"));
 }

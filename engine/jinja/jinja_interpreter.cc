@@ -568,7 +568,7 @@ Value Interpreter::EvalBinary(const Expr& expr, const std::shared_ptr<Scope>& sc
     CheckSize(a.string().size() + b.string().size());
     return Value::String(a.string() + b.string());
   }
-  if (op == "%" && a.is_string()) return Value::String(PercentFormat(*this, a.string(), b));
+  if (op == "%" && a.is_string()) return PercentFormat(*this, a, b);
   if (op == "+" && a.is_list() && b.is_list()) {
     List items = a.list();
     for (const Value& item : b.list()) {

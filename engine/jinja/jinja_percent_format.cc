@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/jinja/jinja_builtin_helpers.h"
 
 namespace linserve::jinja {
 namespace {
@@ -166,7 +167,9 @@ std::string Convert(const Spec& spec, char conversion, const Value& v) {
 
 }  // namespace
 
-std::string PercentFormat(Interpreter& in, const std::string& format, const Value& args) {
+Value PercentFormat(Interpreter& in, const Value& format_value, const Value& args) {
+  const std::string format = format_value.Str();
+  const bool safe = format_value.is_safe();
   // As CPython: a tuple is the values; a dict (or a list) may serve
   // %(key)s and is otherwise one value, never "left over".
   const bool tuple = args.is_tuple();
@@ -277,13 +280,17 @@ std::string PercentFormat(Interpreter& in, const std::string& format, const Valu
                                         conversion, static_cast<unsigned char>(conversion), i));
     }
     ++i;
-    out += Convert(spec, conversion, keyed != nullptr ? *keyed : next_arg());
+    const Value& value = keyed != nullptr ? *keyed : next_arg();
+    // Markup's % escapes the text of what %s and %r insert.
+    out += safe && (conversion == 's' || conversion == 'r')
+               ? Convert(spec, 's', Escape(Value::String(Convert(Spec(), conversion, value))))
+               : Convert(spec, conversion, value);
     in.CheckSize(out.size());
   }
   if (tuple ? next < args.list().size() : !mapping && !single_used) {
     throw RenderError("not all arguments converted during string formatting");
   }
-  return out;
+  return safe ? Value::SafeString(std::move(out)) : Value::String(std::move(out));
 }
 
 }  // namespace linserve::jinja

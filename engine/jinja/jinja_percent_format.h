@@ -16,12 +16,13 @@
 
 namespace linserve::jinja {
 
-// `args` is a tuple of the values, a dict for %(key)s, or one value. Throws
+// `args` is a tuple of the values, a dict for %(key)s, or one value. A safe
+// format (Markup) escapes what %s and %r insert and gives a safe string. Throws
 // RenderError with Python's TypeError or ValueError text where Python
 // raises one (too few or too many values, a number's conversion of a
 // string, an unknown conversion); widths and the text made are counted
 // against `in`'s output limit as they grow.
-std::string PercentFormat(Interpreter& in, const std::string& format, const Value& args);
+Value PercentFormat(Interpreter& in, const Value& format, const Value& args);
 
 }  // namespace linserve::jinja
 
