@@ -23,29 +23,11 @@ int HexDigit(char c) {
   return -1;
 }
 
-// lstrip_blocks and trim_blocks, applied to the text before tokenizing as
-// the reference does: spaces and tabs before a `{%` or `{#` that opens its
-// line go, and so does the newline right after a `%}` or `#}`. Each kept
-// character keeps its line, for the errors.
-struct Preprocessed {
+// The template's text, and the line of each of its characters, for errors.
+struct Numbered {
   std::string text;
   std::vector<int> lines;
 };
-
-// Whether the "%}" at `close` ends a "{% raw %}" tag ("{%- raw %}" too).
-// Looks back a few characters only, so a text of many "%}" stays linear.
-bool EndsRawTag(const std::string& text, size_t close) {
-  // The "{%" ends at or before `close`: "{%}" is no raw tag.
-  if (close < 2) return false;
-  const size_t from = close > 24 ? close - 24 : 0;
-  const size_t open = text.rfind("{%", close - 2);
-  if (open == std::string::npos || open < from) return false;
-  std::string_view body(text.data() + open + 2, close - open - 2);
-  if (!body.empty() && (body.front() == '-' || body.front() == '+')) body.remove_prefix(1);
-  while (!body.empty() && IsSpace(body.front())) body.remove_prefix(1);
-  while (!body.empty() && IsSpace(body.back())) body.remove_suffix(1);
-  return body == "raw";
-}
 
 // Every "\r\n" and lone "\r" read as "\n", string literals included, as
 // Jinja reads its source: a template saved with Windows line ends renders
@@ -64,54 +46,31 @@ std::string NormalizeNewlines(std::string_view source) {
   return out;
 }
 
-Preprocessed Preprocess(std::string_view source) {
+// One trailing newline dropped, as Jinja's keep_trailing_newline=False.
+Numbered Number(std::string_view source) {
   if (!source.empty() && source.back() == '\n') source.remove_suffix(1);
-  Preprocessed stripped;
-  stripped.text.reserve(source.size());
+  Numbered out{std::string(source), {}};
+  out.lines.reserve(source.size());
   int line = 1;
-  size_t i = 0;
-  while (i < source.size()) {
-    if (i == 0 || source[i - 1] == '\n') {
-      size_t j = i;
-      while (j < source.size() && (source[j] == ' ' || source[j] == '\t')) ++j;
-      // "{%+" keeps the spaces before it.
-      const bool keep = j + 2 < source.size() && source[j + 2] == '+';
-      if (j + 1 < source.size() && source[j] == '{' &&
-          (source[j + 1] == '%' || source[j + 1] == '#' || source[j + 1] == '-') && !keep) {
-        i = j;
-      }
-    }
-    stripped.text += source[i];
-    stripped.lines.push_back(line);
-    line += source[i++] == '\n';
-  }
-  Preprocessed out;
-  out.text.reserve(stripped.text.size());
-  const std::string& t = stripped.text;
-  for (size_t k = 0; k < t.size(); ++k) {
-    out.text += t[k];
-    out.lines.push_back(stripped.lines[k]);
-    // "+%}" and "+#}" keep the newline after them, and so does
-    // "{% raw %}" (Jinja trims after block ends, and raw's is no block end).
-    const bool keep = t[k] == '}' && k > 1 && (t[k - 1] == '%' || t[k - 1] == '#') &&
-                      (t[k - 2] == '+' || (t[k - 1] == '%' && EndsRawTag(t, k - 1)));
-    if (t[k] == '}' && k > 0 && k + 1 < t.size() && t[k + 1] == '\n' && !keep &&
-        (t[k - 1] == '%' || t[k - 1] == '#' || t[k - 1] == '-')) {
-      ++k;  // the newline after the tag
-    }
+  for (char c : source) {
+    out.lines.push_back(line);
+    line += c == '\n';
   }
   return out;
 }
 
 class Lexer {
  public:
-  explicit Lexer(Preprocessed source)
-      : src_(std::move(source.text)), lines_(std::move(source.lines)) {}
+  explicit Lexer(Numbered source) : src_(std::move(source.text)), lines_(std::move(source.lines)) {}
 
   absl::StatusOr<std::vector<Token>> Run() {
     while (pos_ < src_.size()) {
       size_t open = FindOpen(pos_);
-      if (open > pos_) AddText(src_.substr(pos_, open - pos_));
+      if (open > pos_) {
+        std::string text = src_.substr(pos_, open - pos_);
+        if (open < src_.size()) LstripBeforeTag(text, pos_, open);
+        if (!text.empty()) AddText(std::move(text));
+      }
       if (open == src_.size()) break;
       Advance(open);
       char kind = src_[pos_ + 1];
@@ -121,14 +80,19 @@ class Lexer {
         Advance(pos_ + 1);
         StripTrailingText();
       } else if (kind == '%' && pos_ < src_.size() && src_[pos_] == '+') {
-        Advance(pos_ + 1);  // "{%+": lstrip_blocks off for this tag (done above)
+        Advance(pos_ + 1);  // "{%+": lstrip_blocks off for this tag (LstripBeforeTag)
       }
       if (kind == '#') {
         size_t close = src_.find("#}", pos_);
         if (close == std::string::npos) return Error("a comment is not closed ('#}')");
         bool strip_after = close > pos_ && src_[close - 1] == '-';
+        bool keep_newline = close > pos_ && src_[close - 1] == '+';
         Advance(close + 2);
-        if (strip_after) SkipSpace();
+        if (strip_after) {
+          SkipSpace();
+        } else if (!keep_newline) {
+          SkipNewline();  // trim_blocks
+        }
         tokens_after_comment_ = tokens_.size();
         continue;
       }
@@ -139,12 +103,15 @@ class Lexer {
       size_t first = tokens_.size();
       absl::Status status = LexInside(statement);
       if (!status.ok()) return status;
-      // {% raw %}: the text up to {% endraw %} is text.
+      // {% raw %}: the text up to {% endraw %} is text, the newline after
+      // "{% raw %}" kept (Jinja trims after a block's end, and raw's is none).
       if (statement && tokens_.size() == first + 2 && tokens_[first].text == "raw" &&
           tokens_[first].kind == Token::Kind::kName) {
         tokens_.resize(first - 1);
         absl::Status raw = LexRaw(line);
         if (!raw.ok()) return raw;
+      } else if (statement && close_trims_) {
+        SkipNewline();  // trim_blocks
       }
     }
     tokens_.push_back({Token::Kind::kEnd, "", line_});
@@ -183,6 +150,22 @@ class Lexer {
     std::string& text = tokens_.back().text;
     while (!text.empty() && IsSpace(text.back())) text.pop_back();
     if (text.empty()) tokens_.pop_back();
+  }
+
+  // lstrip_blocks: the spaces and tabs before a "{%" or "{#" (not "{%+")
+  // that opens its line go. `text` runs from `start` to the tag at `open`.
+  void LstripBeforeTag(std::string& text, size_t start, size_t open) const {
+    if (src_[open + 1] != '%' && src_[open + 1] != '#') return;
+    if (open + 2 < src_.size() && (src_[open + 2] == '+' || src_[open + 2] == '-')) return;
+    const size_t newline = text.rfind('\n');
+    if (newline == std::string::npos && start > 0 && src_[start - 1] != '\n') return;
+    const size_t from = newline == std::string::npos ? 0 : newline + 1;
+    if (text.find_first_not_of(" \t", from) != std::string::npos) return;
+    text.resize(from);
+  }
+
+  void SkipNewline() {
+    if (pos_ < src_.size() && src_[pos_] == '\n') Advance(pos_ + 1);
   }
 
   void SkipSpace() {
@@ -225,13 +208,14 @@ class Lexer {
       std::string_view rest(src_.data() + pos_, src_.size() - pos_);
       std::string_view close = statement ? "%}" : "}}";
       bool dash = rest[0] == '-' && rest.substr(1, 2) == close;
-      // "+%}": trim_blocks off for this tag (done in Preprocess).
+      // "+%}": trim_blocks off for this tag.
       bool plus = statement && rest[0] == '+' && rest.substr(1, 2) == close;
       if ((rest.substr(0, 2) == close && (statement || braces == 0)) || dash || plus) {
         tokens_.push_back({statement ? Token::Kind::kCloseStatement : Token::Kind::kCloseExpression,
                            std::string(close), line_});
         Advance(pos_ + (dash || plus ? 3 : 2));
         if (dash) SkipSpace();
+        close_trims_ = statement && !dash && !plus;
         return absl::OkStatus();
       }
       char c = rest[0];
@@ -396,7 +380,8 @@ class Lexer {
       }
       size_t k = open + 2;
       bool strip_before = k < src_.size() && src_[k] == '-';
-      if (strip_before) ++k;
+      // "{%+ endraw": the spaces before it stay (LstripBeforeTag).
+      if (strip_before || (k < src_.size() && src_[k] == '+')) ++k;
       while (k < src_.size() && IsSpace(src_[k])) ++k;
       if (src_.compare(k, 6, "endraw") != 0) {
         search = open + 2;
@@ -405,7 +390,8 @@ class Lexer {
       k += 6;
       while (k < src_.size() && IsSpace(src_[k])) ++k;
       bool strip_after = k < src_.size() && src_[k] == '-';
-      if (strip_after) ++k;
+      bool keep_newline = k < src_.size() && src_[k] == '+';
+      if (strip_after || keep_newline) ++k;
       if (src_.compare(k, 2, "%}") != 0) {
         search = open + 2;
         continue;
@@ -413,10 +399,16 @@ class Lexer {
       std::string text = src_.substr(pos_, open - pos_);
       if (strip_before) {
         while (!text.empty() && IsSpace(text.back())) text.pop_back();
+      } else {
+        LstripBeforeTag(text, pos_, open);
       }
       if (!text.empty()) AddText(std::move(text));
       Advance(k + 2);
-      if (strip_after) SkipSpace();
+      if (strip_after) {
+        SkipSpace();
+      } else if (!keep_newline) {
+        SkipNewline();  // trim_blocks
+      }
       return absl::OkStatus();
     }
   }
@@ -427,12 +419,13 @@ class Lexer {
   int line_ = 1;
   std::vector<Token> tokens_;
   size_t tokens_after_comment_ = 0;  // tokens_.size() when the last comment ended
+  bool close_trims_ = false;         // the last tag closed with a plain "%}"
 };
 
 }  // namespace
 
 absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) {
-  return Lexer(Preprocess(NormalizeNewlines(source))).Run();
+  return Lexer(Number(NormalizeNewlines(source))).Run();
 }
 
 }  // namespace linserve::jinja

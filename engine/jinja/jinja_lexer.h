@@ -28,11 +28,12 @@ struct Token {
   int line;  // 1-based line of the template where the token starts
 };
 
-// The template as Hugging Face renders chat templates: one trailing newline
-// dropped, trim_blocks and lstrip_blocks on, `{%-`/`-%}` (and the same on
-// `{{ }}` and `{# #}`) strip the whitespace beside them, comments vanish and
-// `{% raw %}` keeps its text as it is. Refuses an unterminated tag or string,
-// naming the line.
+// The template as Hugging Face renders chat templates: newlines read as
+// "\n", one trailing newline dropped, trim_blocks and lstrip_blocks on (for
+// `{% %}` and `{# #}` tags only, never for text that looks like one),
+// `{%-`/`-%}` (and the same on `{{ }}` and `{# #}`) strip the whitespace
+// beside them, comments vanish and `{% raw %}` keeps its text as it is.
+// Refuses an unterminated tag or string, naming the line.
 absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source);
 
 }  // namespace linserve::jinja

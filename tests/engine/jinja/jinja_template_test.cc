@@ -389,6 +389,13 @@ TEST(JinjaTemplateTest, LineEndsAndCommentsReadAsJinjas) {
       {"a\n  {# c #}\n  {%- if true %}b{% endif %}", "a\nb"},
       {"a\n{#- c #}\n{{- 'b' }}", "ab"},
       {"a\n  {# c #}\n{{- 'b' }}", "a\nb"},
+      // lstrip_blocks and trim_blocks act on tags only: not on text that
+      // looks like a tag's end, a "{-", a string literal or raw text.
+      {"x %}\ny #}\nz -}\n", "x %}\ny #}\nz -}"},
+      {"a\n  {-% x -%}b", "a\n  {-% x -%}b"},
+      {"{{ 'a\n  {% b' }}", "a\n  {% b"},
+      {"{% raw %}\n  {% x %}\n  {# c #}\n{% endraw %}\nz", "\n  {% x %}\n  {# c #}\nz"},
+      {"{% raw %}x\n  {%+ endraw %}\ny", "x\n  y"},
   });
 }
 
